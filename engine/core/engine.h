@@ -1,0 +1,56 @@
+// The continuous-batching engine: one scheduler thread owns the backend,
+// builds each step from decodes and prefill chunks, samples, detokenizes,
+// checks stops and emits events.
+//
+// Thread-safety: Submit/Cancel/Stats/Shutdown may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/core/backend.h"
+#include "engine/core/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace gemma {
+
+struct EngineOptions {
+  int max_queue = 256;                // waiting requests before RESOURCE_EXHAUSTED
+  int max_tokens_per_step = 512;      // prefill chunk budget per step
+  uint64_t seed = 0;                  // engine RNG for requests without a seed
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int free_slots = 0;
+  int total_slots = 0;
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+};
+
+class Engine {
+ public:
+  // Starts the scheduler thread. The tokenizer must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options, std::unique_ptr<Backend> backend,
+      const Tokenizer* tokenizer);
+  virtual ~Engine() = default;
+
+  // Validates and enqueues. INVALID_ARGUMENT for bad fields (named),
+  // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after Shutdown.
+  // `on_event` receives every event of this request, the last with finished.
+  virtual absl::Status Submit(GenerationRequest request, EventCallback on_event) = 0;
+  // Stops the request within one step; its final event has kCancelled.
+  // Unknown ids are ignored.
+  virtual void Cancel(const std::string& request_id) = 0;
+  virtual EngineStats Stats() const = 0;
+  virtual const Backend& backend() const = 0;
+  // Rejects new work, finishes (or, past `grace`, cancels) what runs, joins.
+  virtual void Shutdown(std::chrono::milliseconds grace) = 0;
+};
+
+}  // namespace gemma
