@@ -1,0 +1,54 @@
+// Attention kernels for Gemma 4: prefill (tiled flash attention, autotuned per
+// head_dim) and decode (split-K flash decoding). Both read every sequence's
+// length from device memory, so a captured CUDA graph replays at any depth and
+// the work follows the real context.
+//
+// KV cache view: K and V of one layer are [num_slots, capacity, num_kv_heads,
+// head_dim] bf16. With `ring`, position p lives at index p % capacity (sliding
+// layers; capacity >= window + longest prefill chunk - 1, so a chunk's keys
+// are all present after it is appended). Without, index p (global layers).
+//
+// Launchers validate, never allocate or synchronize, and return an error
+// message ("" on success). No engine types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace gemma::kernels {
+
+struct AttentionParams {
+  const __nv_bfloat16* q;      // [num_tokens, num_heads, head_dim], normed + roped
+  __nv_bfloat16* out;          // [num_tokens, num_heads, head_dim]
+  const __nv_bfloat16* k_cache;  // [num_slots, capacity, num_kv_heads, head_dim]
+  const __nv_bfloat16* v_cache;  // same layout as k_cache
+  int num_slots = 0;
+  int capacity = 0;            // tokens per slot
+  bool ring = false;           // position p at p % capacity
+  int num_heads = 0;
+  int num_kv_heads = 0;        // q head h uses kv head h / (num_heads / num_kv_heads)
+  int head_dim = 0;            // 16, 32, 64, 128, 256, 512
+  int window = 0;              // 0: causal only; else query t sees keys u with t - u < window
+  float scale = 1.0f;          // Gemma 4: 1.0
+  // Sequences (device arrays). Sequence i's queries are tokens
+  // [q_offsets[i], q_offsets[i+1]) at positions q_pos0[i] + j; its keys are
+  // positions [0, q_pos0[i] + q_len) (already appended to the cache).
+  int num_seqs = 0;
+  const int* seq_slot = nullptr;   // [num_seqs]
+  const int* q_offsets = nullptr;  // [num_seqs + 1]
+  const int* q_pos0 = nullptr;     // [num_seqs]
+  int max_q_len = 0;               // host-side bound on any q_len (sizes the grid)
+};
+
+// Prefill / mixed chunks: any q_len >= 1.
+std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t stream);
+
+// Decode: q_len == 1 for every sequence. `workspace` holds the split partials:
+// DecodeWorkspaceBytes(...) bytes, allocated by the caller once.
+size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_splits);
+std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace,
+                                  int num_splits, cudaStream_t stream);
+
+}  // namespace gemma::kernels
