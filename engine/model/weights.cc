@@ -1,1 +1,195 @@
-// Implementation in progress.
+#include "engine/model/weights.h"
+
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "absl/status/status.h"
+#include "engine/model/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/model/status_macros.h"
+
+namespace gemma {
+namespace {
+
+// safetensors stores little-endian; we read elements with memcpy.
+static_assert(std::endian::native == std::endian::little, "big-endian hosts unsupported");
+
+// Tensors of the multimodal checkpoint that the text decoder never reads.
+constexpr std::string_view kSkippedPrefixes[] = {
+    "model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio."};
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return model_internal::Cat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool IsFloatDType(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32; }
+
+// Looks tensors up under the decoder prefix and remembers which were used,
+// so leftovers (e.g. a v_proj on a k_eq_v layer) can be reported.
+class Binder {
+ public:
+  Binder(const Checkpoint& checkpoint, std::string prefix)
+      : checkpoint_(checkpoint), prefix_(std::move(prefix)) {}
+
+  absl::StatusOr<TensorRef> Bind(std::string_view suffix, std::vector<int64_t> shape) {
+    const std::string name = model_internal::Cat(prefix_, suffix);
+    const TensorRef* ref = checkpoint_.Find(name);
+    if (ref == nullptr) {
+      return absl::NotFoundError(model_internal::Cat("tensor ", name, " is missing from the checkpoint",
+                                              " (expected shape ", ShapeString(shape), ")"));
+    }
+    if (!IsFloatDType(ref->info->dtype)) {
+      return absl::InvalidArgumentError(
+          model_internal::Cat("tensor ", name, " in ", ref->file->path(), ": dtype ",
+                       ref->info->dtype_name, ", expected BF16, F16 or F32"));
+    }
+    if (ref->info->shape != shape) {
+      return absl::InvalidArgumentError(model_internal::Cat(
+          "tensor ", name, " in ", ref->file->path(), ": expected shape ", ShapeString(shape),
+          ", got ", ShapeString(ref->info->shape)));
+    }
+    bound_.insert(name);
+    return *ref;
+  }
+
+  absl::Status CheckNoUnexpected() const {
+    for (const auto& [name, ref] : checkpoint_.tensors()) {
+      if (bound_.count(name) != 0 || IsSkipped(name)) continue;
+      if (name.starts_with(prefix_) || name == "lm_head.weight") {
+        return absl::InvalidArgumentError(model_internal::Cat(
+            "unexpected tensor ", name, " in ", ref.file->path(),
+            " (not part of the decoder this config describes; lm_head is tied, "
+            "k_eq_v layers have no v_proj)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static bool IsSkipped(std::string_view name) {
+    for (std::string_view p : kSkippedPrefixes) {
+      if (name.starts_with(p)) return true;
+    }
+    return false;
+  }
+
+  const Checkpoint& checkpoint_;
+  std::string prefix_;
+  std::set<std::string> bound_;
+};
+
+absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Binder& binder) {
+  const LayerSpec& spec = config.layers[index];
+  const int64_t h = config.hidden_size, i = config.intermediate_size, d = spec.head_dim;
+  const int64_t q = int64_t{config.num_heads} * d, kv = int64_t{spec.num_kv_heads} * d;
+  const std::string p = model_internal::Cat("layers.", index, ".");
+  LayerWeights w;
+  MODEL_ASSIGN_OR_RETURN(w.q_proj, binder.Bind(p + "self_attn.q_proj.weight", {q, h}));
+  MODEL_ASSIGN_OR_RETURN(w.k_proj, binder.Bind(p + "self_attn.k_proj.weight", {kv, h}));
+  if (!spec.k_eq_v) {
+    MODEL_ASSIGN_OR_RETURN(w.v_proj, binder.Bind(p + "self_attn.v_proj.weight", {kv, h}));
+  }
+  MODEL_ASSIGN_OR_RETURN(w.o_proj, binder.Bind(p + "self_attn.o_proj.weight", {h, q}));
+  MODEL_ASSIGN_OR_RETURN(w.q_norm, binder.Bind(p + "self_attn.q_norm.weight", {d}));
+  MODEL_ASSIGN_OR_RETURN(w.k_norm, binder.Bind(p + "self_attn.k_norm.weight", {d}));
+  MODEL_ASSIGN_OR_RETURN(w.input_layernorm, binder.Bind(p + "input_layernorm.weight", {h}));
+  MODEL_ASSIGN_OR_RETURN(w.post_attention_layernorm,
+                         binder.Bind(p + "post_attention_layernorm.weight", {h}));
+  MODEL_ASSIGN_OR_RETURN(w.pre_feedforward_layernorm,
+                         binder.Bind(p + "pre_feedforward_layernorm.weight", {h}));
+  MODEL_ASSIGN_OR_RETURN(w.post_feedforward_layernorm,
+                         binder.Bind(p + "post_feedforward_layernorm.weight", {h}));
+  MODEL_ASSIGN_OR_RETURN(w.gate_proj, binder.Bind(p + "mlp.gate_proj.weight", {i, h}));
+  MODEL_ASSIGN_OR_RETURN(w.up_proj, binder.Bind(p + "mlp.up_proj.weight", {i, h}));
+  MODEL_ASSIGN_OR_RETURN(w.down_proj, binder.Bind(p + "mlp.down_proj.weight", {h, i}));
+  MODEL_ASSIGN_OR_RETURN(w.layer_scalar, binder.Bind(p + "layer_scalar", {1}));
+  return w;
+}
+
+uint16_t LoadU16(const std::byte* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkpoint& checkpoint) {
+  Binder binder(checkpoint, config.tensor_prefix());
+  ModelWeights weights;
+  const int64_t h = config.hidden_size;
+  MODEL_ASSIGN_OR_RETURN(weights.embed_tokens,
+                         binder.Bind("embed_tokens.weight", {config.vocab_size, h}));
+  MODEL_ASSIGN_OR_RETURN(weights.final_norm, binder.Bind("norm.weight", {h}));
+  for (int l = 0; l < config.num_layers; ++l) {
+    MODEL_ASSIGN_OR_RETURN(LayerWeights layer, BindLayer(config, l, binder));
+    weights.layers.push_back(layer);
+  }
+  MODEL_RETURN_IF_ERROR(binder.CheckNoUnexpected());
+  return weights;
+}
+
+float Bf16ToFloat(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+uint16_t FloatToBf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  // Rounding would carry a NaN's payload into the exponent; keep it a quiet NaN.
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x0040);
+  const uint32_t round_bias = 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + round_bias) >> 16);
+}
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1F;
+  const uint32_t mantissa = bits & 0x3FF;
+  if (exponent == 0x1F) {  // inf / NaN
+    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
+  }
+  if (exponent == 0) {  // zero / subnormal: mantissa * 2^-24, exact in fp32
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+void ConvertToFloat(const TensorRef& tensor, std::span<float> out) {
+  assert(out.size() == static_cast<size_t>(tensor.info->num_elements()));
+  const std::byte* src = tensor.data();
+  switch (tensor.info->dtype) {
+    case DType::kBF16:
+      for (size_t k = 0; k < out.size(); ++k) out[k] = Bf16ToFloat(LoadU16(src + 2 * k));
+      break;
+    case DType::kF16:
+      for (size_t k = 0; k < out.size(); ++k) out[k] = HalfToFloat(LoadU16(src + 2 * k));
+      break;
+    case DType::kF32:
+      std::memcpy(out.data(), src, out.size() * sizeof(float));
+      break;
+    default:
+      // BindWeights admits only the float dtypes above.
+      assert(false && "ConvertToFloat: not a float tensor");
+  }
+}
+
+std::vector<float> ToFloatVector(const TensorRef& tensor) {
+  std::vector<float> out(static_cast<size_t>(tensor.info->num_elements()));
+  ConvertToFloat(tensor, out);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_dir) {
+  auto model = std::make_unique<LoadedModel>();
+  model->dir = model_dir;
+  MODEL_ASSIGN_OR_RETURN(model->config, LoadModelConfig(model_dir));
+  MODEL_ASSIGN_OR_RETURN(model->checkpoint, Checkpoint::Open(model_dir));
+  MODEL_ASSIGN_OR_RETURN(model->weights, BindWeights(model->config, *model->checkpoint));
+  return model;
+}
+
+}  // namespace gemma
