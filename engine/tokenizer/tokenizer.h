@@ -12,11 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace sentencepiece { class SentencePieceProcessor; }
-
 namespace gemma {
+
+class SentencePieceModel;
 
 struct SpecialTokens {
   int32_t pad = -1, eos = -1, bos = -1, unk = -1;
@@ -54,13 +55,26 @@ class Tokenizer {
 
   // Raw bytes a token contributes to text: byte-fallback pieces give their
   // byte, "▁" becomes a space, control tokens give nothing.
+  // Out-of-range ids give nothing.
   std::string TokenBytes(int32_t id) const;
+  // True for control pieces (<bos>, <eos>, <pad>) and for user-defined marker
+  // pieces such as "<|turn>", "<turn|>", "<mask>": tokens that never show as text.
   bool IsControl(int32_t id) const;
 
  private:
+  friend class IncrementalDetokenizer;
   Tokenizer() = default;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  absl::Status Init(const std::string& model_path);
+  // Encodes text that follows a special token, so no dummy prefix is added.
+  absl::StatusOr<std::vector<int32_t>> EncodeSegment(std::string_view text) const;
+  // Whether decoding drops the leading "▁" of the first visible piece, as
+  // SentencePiece does when its normalizer adds a dummy prefix.
+  bool StripsFirstSpace(int32_t id) const;
+
+  std::unique_ptr<SentencePieceModel> sp_;
   SpecialTokens special_;
+  std::vector<bool> control_;  // by id: IsControl()
+  bool adds_dummy_prefix_ = false;
 };
 
 // Turns a stream of token ids into text deltas that never split a UTF-8
@@ -76,7 +90,8 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
-  std::string pending_;
+  std::string pending_;     // bytes of a character not yet complete
+  bool at_start_ = true;    // no visible token seen yet
 };
 
 }  // namespace gemma
