@@ -1,1 +1,327 @@
-// Implementation in progress.
+#include "engine/core/engine.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "engine/core/request_validation.h"
+#include "engine/core/sequence.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma {
+namespace {
+
+double MillisBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& options, std::unique_ptr<Backend> backend, const Tokenizer* tokenizer)
+      : options_(options), backend_(std::move(backend)), tokenizer_(tokenizer), rng_(options.seed) {
+    for (int s = backend_->max_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+    const auto& eos = backend_->config().eos_token_ids;
+    eos_ids_.insert(eos.begin(), eos.end());
+    eos_ids_.insert(tokenizer_->special().eos);
+    PublishStats();
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~EngineImpl() override { Shutdown(std::chrono::milliseconds(0)); }
+
+  absl::Status Submit(GenerationRequest request, EventCallback on_event) override;
+  void Cancel(const std::string& request_id) override;
+  EngineStats Stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  const Backend& backend() const override { return *backend_; }
+  void Shutdown(std::chrono::milliseconds grace) override;
+
+ private:
+  void Loop();
+  void DrainInbox();
+  void ApplyCancels(bool cancel_everything);
+  void Admit();
+  void RunStep();
+  void CommitToken(Sequence& seq, std::span<float> logits);
+  void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
+  void PublishStats();
+
+  // Immutable after construction.
+  const EngineOptions options_;
+  std::unique_ptr<Backend> backend_;
+  const Tokenizer* tokenizer_;
+  std::unordered_set<int32_t> eos_ids_;
+
+  // Shared with callers; guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Sequence>> inbox_;
+  std::unordered_set<std::string> cancel_inbox_;
+  bool accepting_ = true;
+  bool stopping_ = false;
+  Clock::time_point stop_deadline_{};
+  int num_waiting_shared_ = 0;
+  int64_t next_request_number_ = 0;
+  EngineStats stats_;
+
+  // Scheduler thread only.
+  std::list<std::unique_ptr<Sequence>> waiting_, running_;
+  std::vector<int> free_slots_;
+  std::mt19937_64 rng_;
+  int64_t arrivals_ = 0;
+  int64_t steps_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::thread thread_;
+};
+
+absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_event) {
+  if (absl::Status s = ValidateRequest(request, backend_->config().vocab_size, backend_->max_context()); !s.ok())
+    return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!accepting_) return absl::UnavailableError("the engine is shutting down");
+  if (num_waiting_shared_ >= options_.max_queue)
+    return absl::ResourceExhaustedError(absl::StrCat("the request queue is full (", options_.max_queue, " waiting)"));
+  if (request.request_id.empty()) request.request_id = absl::StrCat("req-", ++next_request_number_);
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(on_event), tokenizer_, rng_());
+  inbox_.push_back(std::move(seq));
+  ++num_waiting_shared_;
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void EngineImpl::Cancel(const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancel_inbox_.insert(request_id);
+  cv_.notify_one();
+}
+
+void EngineImpl::Shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    accepting_ = false;
+    if (!stopping_) {
+      stopping_ = true;
+      stop_deadline_ = Clock::now() + grace;
+    }
+    cv_.notify_one();
+  }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void EngineImpl::Loop() {
+  for (;;) {
+    bool past_deadline;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] {
+        return !inbox_.empty() || !cancel_inbox_.empty() || stopping_ || !running_.empty() || !waiting_.empty();
+      });
+      past_deadline = stopping_ && Clock::now() >= stop_deadline_;
+    }
+    DrainInbox();
+    ApplyCancels(past_deadline);
+    Admit();
+    if (!running_.empty()) {
+      RunStep();
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && waiting_.empty() && inbox_.empty()) break;
+    }
+    PublishStats();
+  }
+  PublishStats();
+}
+
+void EngineImpl::DrainInbox() {
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming.swap(inbox_);
+    for (const std::string& id : cancel_inbox_) {
+      for (auto& s : incoming) if (s->request.request_id == id) s->cancel_requested = true;
+      for (auto& s : waiting_) if (s->request.request_id == id) s->cancel_requested = true;
+      for (auto& s : running_) if (s->request.request_id == id) s->cancel_requested = true;
+    }
+    cancel_inbox_.clear();
+  }
+  for (auto& s : incoming) {
+    s->arrival = arrivals_++;
+    // Highest priority first; FCFS among equals.
+    auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                           [&](const auto& w) { return w->request.priority < s->request.priority; });
+    waiting_.insert(at, std::move(s));
+  }
+}
+
+void EngineImpl::ApplyCancels(bool cancel_everything) {
+  for (auto* list : {&waiting_, &running_}) {
+    for (auto it = list->begin(); it != list->end();) {
+      Sequence& seq = **it;
+      ++it;  // Finish() removes the sequence from its list
+      if (seq.cancel_requested || cancel_everything) Finish(seq, FinishReason::kCancelled, {});
+    }
+  }
+}
+
+void EngineImpl::Admit() {
+  while (!waiting_.empty() && !free_slots_.empty()) {
+    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    waiting_.pop_front();
+    seq->slot = free_slots_.back();
+    free_slots_.pop_back();
+    backend_->ResetSlot(seq->slot);
+    seq->scheduled_at = Clock::now();
+    running_.push_back(std::move(seq));
+  }
+}
+
+// One iteration: every decoding sequence contributes its last token; prefilling
+// sequences share the remaining token budget in admission order.
+void EngineImpl::RunStep() {
+  std::vector<SequenceChunk> chunks;
+  std::vector<Sequence*> owners;
+  int budget = options_.max_tokens_per_step;
+  for (auto& s : running_) {
+    if (s->prefilling()) continue;
+    chunks.push_back({s->slot, std::span<const int32_t>(&s->output_ids.back(), 1), s->cached_length(), false});
+    owners.push_back(s.get());
+    --budget;
+  }
+  for (auto& s : running_) {
+    if (!s->prefilling() || budget <= 0) continue;
+    const int n = std::min(budget, s->prompt_length() - s->num_prefilled);
+    chunks.push_back({s->slot, std::span<const int32_t>(s->request.prompt_ids).subspan(s->num_prefilled, n),
+                      s->num_prefilled, false});
+    owners.push_back(s.get());
+    budget -= n;
+  }
+  StepOutput out;
+  absl::Status status = backend_->Forward(chunks, &out);
+  ++steps_;
+  if (!status.ok()) {
+    spdlog::error("forward failed: {}", status.ToString());
+    for (Sequence* s : owners) {
+      GenerationEvent ev;
+      ev.error = status;
+      Finish(*s, FinishReason::kError, std::move(ev));
+    }
+    return;
+  }
+  const int vocab = backend_->config().vocab_size;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Sequence& seq = *owners[i];
+    if (seq.prefilling()) {
+      seq.num_prefilled += static_cast<int>(chunks[i].token_ids.size());
+      prompt_tokens_ += chunks[i].token_ids.size();
+      if (seq.prefilling()) continue;  // more prompt to go: these logits are not needed
+    }
+    CommitToken(seq, std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
+  }
+}
+
+void EngineImpl::CommitToken(Sequence& seq, std::span<float> logits) {
+  SampleResult sample = seq.sampler.Sample(logits);
+  const int32_t id = sample.token_id;
+  seq.output_ids.push_back(id);
+  ++generated_tokens_;
+  if (seq.output_ids.size() == 1) seq.first_token_at = Clock::now();
+  const StoppingCriteria& stop = seq.request.stopping;
+  const int n = static_cast<int>(seq.output_ids.size());
+  const bool can_stop = n >= stop.min_tokens;
+
+  GenerationEvent ev;
+  ev.token_ids.push_back(id);
+  if (seq.request.sampling.num_logprobs >= 0) ev.logprobs.push_back(std::move(sample));
+  FinishReason reason = FinishReason::kNone;
+  if (can_stop && !stop.ignore_eos && eos_ids_.count(id)) {
+    reason = FinishReason::kEos;
+  } else if (can_stop && std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), id) != stop.stop_token_ids.end()) {
+    reason = FinishReason::kStopToken;
+  }
+  if (reason != FinishReason::kNone) {
+    ev.matched_stop_token = id;
+  } else {
+    ev.text_delta = seq.stops.Push(seq.detokenizer.Push(id), can_stop);
+    if (seq.stops.matched()) {
+      reason = FinishReason::kStopString;
+      ev.matched_stop = seq.stops.matched_string();
+    } else if (n >= stop.max_tokens) {
+      reason = FinishReason::kLength;
+    }
+  }
+  if (reason == FinishReason::kNone) {
+    seq.on_event(std::move(ev));
+    return;
+  }
+  Finish(seq, reason, std::move(ev));
+}
+
+// Emits the final event, frees the slot and forgets the sequence.
+void EngineImpl::Finish(Sequence& seq, FinishReason reason, GenerationEvent ev) {
+  if (reason != FinishReason::kStopString && reason != FinishReason::kError) {
+    ev.text_delta += seq.stops.Push(seq.detokenizer.Flush(), false);
+    ev.text_delta += seq.stops.Flush();
+  }
+  const Clock::time_point now = Clock::now();
+  ev.request_id = seq.request.request_id;
+  ev.finished = true;
+  ev.finish_reason = reason;
+  ev.usage.prompt_tokens = seq.prompt_length();
+  ev.usage.completion_tokens = static_cast<int>(seq.output_ids.size());
+  const bool started = seq.scheduled_at != Clock::time_point{};
+  ev.timings.queue_ms = MillisBetween(seq.submitted_at, started ? seq.scheduled_at : now);
+  ev.timings.time_to_first_token_ms =
+      seq.output_ids.empty() ? 0 : MillisBetween(seq.submitted_at, seq.first_token_at);
+  ev.timings.total_ms = MillisBetween(seq.submitted_at, now);
+  seq.on_event(std::move(ev));
+
+  if (seq.slot >= 0) {
+    backend_->ResetSlot(seq.slot);
+    free_slots_.push_back(seq.slot);
+  }
+  for (auto* list : {&waiting_, &running_}) {
+    auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s.get() == &seq; });
+    if (it != list->end()) {
+      list->erase(it);  // destroys seq
+      return;
+    }
+  }
+}
+
+void EngineImpl::PublishStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  num_waiting_shared_ = static_cast<int>(waiting_.size() + inbox_.size());
+  stats_.running = static_cast<int>(running_.size());
+  stats_.waiting = num_waiting_shared_;
+  stats_.free_slots = static_cast<int>(free_slots_.size());
+  stats_.total_slots = backend_->max_slots();
+  stats_.steps = steps_;
+  stats_.prompt_tokens = prompt_tokens_;
+  stats_.generated_tokens = generated_tokens_;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
+                                                       std::unique_ptr<Backend> backend,
+                                                       const Tokenizer* tokenizer) {
+  if (!backend) return absl::InvalidArgumentError("backend is null");
+  if (!tokenizer) return absl::InvalidArgumentError("tokenizer is null");
+  if (options.max_queue < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_queue must be >= 1, got ", options.max_queue));
+  if (options.max_tokens_per_step < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens_per_step must be >= 1, got ", options.max_tokens_per_step));
+  if (tokenizer->vocab_size() > backend->config().vocab_size)
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer vocab_size ", tokenizer->vocab_size(),
+                                                   " exceeds the model's ", backend->config().vocab_size));
+  return std::unique_ptr<Engine>(new EngineImpl(options, std::move(backend), tokenizer));
+}
+
+}  // namespace gemma

@@ -1,1 +1,44 @@
-// Implementation in progress.
+#include "engine/factory/backend_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/weights.h"
+#ifdef GEMMA_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+namespace gemma {
+
+bool CudaAvailable() {
+#ifdef GEMMA_HAVE_CUDA
+  return CudaDeviceAvailable();
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
+  std::string kind = options.backend;
+  if (kind == "auto") kind = CudaAvailable() ? "cuda" : "cpu";
+  if (kind == "cuda") {
+#ifdef GEMMA_HAVE_CUDA
+    if (!CudaDeviceAvailable()) return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
+    return CreateCudaBackend(options);
+#else
+    return absl::FailedPreconditionError("backend cuda: this build has no CUDA support (nvcc was not found)");
+#endif
+  }
+  if (kind != "cpu")
+    return absl::InvalidArgumentError(absl::StrCat("backend must be cpu, cuda or auto, got '", options.backend, "'"));
+  if (options.random_weights)
+    return absl::InvalidArgumentError("random_weights is supported by the cuda backend only");
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options.model_dir);
+  if (!model.ok()) return model.status();
+  CpuBackendOptions cpu_options;
+  cpu_options.max_slots = options.max_slots;
+  cpu_options.max_context = options.max_context;
+  cpu_options.num_threads = options.num_threads;
+  return CreateCpuBackend(**model, cpu_options);
+}
+
+}  // namespace gemma

@@ -1,0 +1,46 @@
+#include "engine/cpu/cpu_weights.h"
+
+#include <cmath>
+
+namespace gemma::cpu {
+namespace {
+
+// sqrt(H) is multiplied in the weight dtype in the reference implementation,
+// so a bf16 checkpoint scales by bf16(sqrt(H)) (73.5 for H = 5376, not 73.32).
+float EmbedScale(const ModelConfig& config, DType dtype) {
+  const float exact = std::sqrt(static_cast<float>(config.hidden_size));
+  if (dtype == DType::kBF16) return Bf16ToFloat(FloatToBf16(exact));
+  return exact;
+}
+
+}  // namespace
+
+ModelParams ConvertWeights(const LoadedModel& model) {
+  const ModelWeights& w = model.weights;
+  ModelParams p;
+  p.embedding = ToFloatVector(w.embed_tokens);
+  p.final_norm = ToFloatVector(w.final_norm);
+  p.embed_scale = EmbedScale(model.config, w.embed_tokens.info->dtype);
+  p.layers.reserve(w.layers.size());
+  for (const LayerWeights& lw : w.layers) {
+    LayerParams l;
+    l.wq = ToFloatVector(lw.q_proj);
+    l.wk = ToFloatVector(lw.k_proj);
+    if (lw.v_proj.info) l.wv = ToFloatVector(lw.v_proj);
+    l.wo = ToFloatVector(lw.o_proj);
+    l.q_norm = ToFloatVector(lw.q_norm);
+    l.k_norm = ToFloatVector(lw.k_norm);
+    l.input_norm = ToFloatVector(lw.input_layernorm);
+    l.post_attention_norm = ToFloatVector(lw.post_attention_layernorm);
+    l.pre_feedforward_norm = ToFloatVector(lw.pre_feedforward_layernorm);
+    l.post_feedforward_norm = ToFloatVector(lw.post_feedforward_layernorm);
+    l.w_gate = ToFloatVector(lw.gate_proj);
+    l.w_up = ToFloatVector(lw.up_proj);
+    l.w_down = ToFloatVector(lw.down_proj);
+    l.layer_scalar = ToFloatVector(lw.layer_scalar)[0];
+    p.layers.push_back(std::move(l));
+  }
+  return p;
+}
+
+}  // namespace gemma::cpu

@@ -1,0 +1,150 @@
+// CPU reference backend vs the fixtures' float64 golden logits (transformers
+// 5.17). fp32 compute: every logit within 1e-3 absolute; greedy tokens equal
+// up to the first step whose margin is below 1e-2.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/weights.h"
+#include "gtest/gtest.h"
+#include "tests/common/golden.h"
+
+namespace gemma {
+namespace {
+
+constexpr double kMaxAbsError = 1e-3;
+constexpr double kMarginForExactTokens = 1e-2;
+
+struct Fixture {
+  std::string name;
+  std::string dir;
+};
+
+std::ostream& operator<<(std::ostream& os, const Fixture& f) { return os << f.name; }
+
+class CpuParityTest : public ::testing::TestWithParam<Fixture> {
+ protected:
+  void SetUp() override {
+    auto model = LoadModel(GetParam().dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model);
+    golden_ = testing::LoadGolden(GetParam().dir, model_->config.vocab_size);
+    ASSERT_FALSE(golden_.prompts.empty());
+  }
+
+  std::unique_ptr<Backend> MakeBackend(int slots) {
+    CpuBackendOptions options;
+    options.max_slots = slots;
+    options.max_context = 512;
+    auto backend = CreateCpuBackend(*model_, options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return std::move(*backend);
+  }
+
+  // Max |a - b| over one vocab row.
+  double RowError(const float* a, const float* b) const {
+    double err = 0;
+    for (int v = 0; v < model_->config.vocab_size; ++v) err = std::max(err, std::abs(double(a[v]) - b[v]));
+    return err;
+  }
+
+  int Argmax(const float* row) const {
+    return static_cast<int>(std::max_element(row, row + model_->config.vocab_size) - row);
+  }
+
+  std::unique_ptr<LoadedModel> model_;
+  testing::Golden golden_;
+};
+
+// Prefill logits at every prompt position, then one decode step per golden
+// token (feeding the golden tokens back, so a low-margin flip cannot derail
+// the comparison of later steps).
+TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
+  const int V = model_->config.vocab_size;
+  for (size_t p = 0; p < golden_.prompts.size(); ++p) {
+    const testing::GoldenPrompt& g = golden_.prompts[p];
+    auto backend = MakeBackend(1);
+    SequenceChunk chunk{0, g.ids, 0, true};
+    StepOutput out;
+    ASSERT_TRUE(backend->Forward({&chunk, 1}, &out).ok());
+    ASSERT_EQ(out.logits.size(), g.ids.size() * V);
+    for (size_t t = 0; t < g.ids.size(); ++t)
+      ASSERT_LT(RowError(&out.logits[t * V], &g.prefill_logits[t * V]), kMaxAbsError) << "prompt " << p << " position " << t;
+
+    const size_t exact_steps = testing::FirstLowMarginStep(g, kMarginForExactTokens);
+    const float* row = &out.logits[(g.ids.size() - 1) * V];
+    std::vector<float> last(row, row + V);
+    for (size_t s = 0; s < g.greedy.size(); ++s) {
+      ASSERT_LT(RowError(last.data(), &g.step_logits[s * V]), kMaxAbsError) << "prompt " << p << " step " << s;
+      if (s < exact_steps) ASSERT_EQ(Argmax(last.data()), g.greedy[s]) << "prompt " << p << " step " << s;
+      if (s + 1 == g.greedy.size()) break;
+      SequenceChunk step{0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false};
+      ASSERT_TRUE(backend->Forward({&step, 1}, &out).ok());
+      last.assign(out.logits.begin(), out.logits.end());
+    }
+  }
+}
+
+// Chunked prefill (chunks shorter than, equal to and longer than the window)
+// and several sequences in one step give the same last-position logits.
+TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
+  const int V = model_->config.vocab_size;
+  const int window = model_->config.sliding_window;
+  for (int chunk_len : {1, 7, window, window + 5}) {
+    auto backend = MakeBackend(static_cast<int>(golden_.prompts.size()));
+    std::vector<size_t> done(golden_.prompts.size(), 0);
+    std::vector<std::vector<float>> last(golden_.prompts.size());
+    for (bool pending = true; pending;) {
+      pending = false;
+      std::vector<SequenceChunk> chunks;
+      std::vector<size_t> owner;
+      for (size_t p = 0; p < golden_.prompts.size(); ++p) {
+        const auto& ids = golden_.prompts[p].ids;
+        if (done[p] == ids.size()) continue;
+        const size_t n = std::min<size_t>(chunk_len, ids.size() - done[p]);
+        chunks.push_back({static_cast<int>(p), std::span<const int32_t>(ids).subspan(done[p], n),
+                          static_cast<int32_t>(done[p]), false});
+        owner.push_back(p);
+        done[p] += n;
+        pending = true;
+      }
+      if (chunks.empty()) break;
+      StepOutput out;
+      ASSERT_TRUE(backend->Forward(chunks, &out).ok());
+      for (size_t i = 0; i < chunks.size(); ++i)
+        last[owner[i]].assign(out.logits.begin() + out.first_row[i] * V, out.logits.begin() + (out.first_row[i] + 1) * V);
+    }
+    for (size_t p = 0; p < golden_.prompts.size(); ++p) {
+      const auto& g = golden_.prompts[p];
+      EXPECT_LT(RowError(last[p].data(), &g.prefill_logits[(g.ids.size() - 1) * V]), kMaxAbsError)
+          << "prompt " << p << " chunk " << chunk_len;
+    }
+  }
+}
+
+TEST_P(CpuParityTest, RejectsMisplacedChunksWithNamedErrors) {
+  auto backend = MakeBackend(2);
+  const std::vector<int32_t> ids = {2, 5, 7};
+  SequenceChunk bad_start{0, ids, 3, false};
+  StepOutput out;
+  absl::Status s = backend->Forward({&bad_start, 1}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("starts at 3"), std::string::npos) << s;
+  SequenceChunk bad_slot{7, ids, 0, false};
+  s = backend->Forward({&bad_slot, 1}, &out);
+  EXPECT_NE(s.message().find("slot 7"), std::string::npos) << s;
+  const std::vector<int32_t> bad_ids = {2, model_->config.vocab_size};
+  SequenceChunk bad_token{0, bad_ids, 0, false};
+  s = backend->Forward({&bad_token, 1}, &out);
+  EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CpuParityTest,
+                         ::testing::Values(Fixture{"tiny_random", GEMMA_TEST_DATA "/gemma4-tiny-random"},
+                                           Fixture{"fortunes", GEMMA_MODELS_DIR "/gemma4-fortunes"}),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace gemma
