@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 namespace gemma::kernels {
 
@@ -40,15 +41,40 @@ struct AttentionParams {
   const int* q_offsets = nullptr;  // [num_seqs + 1]
   const int* q_pos0 = nullptr;     // [num_seqs]
   int max_q_len = 0;               // host-side bound on any q_len (sizes the grid)
+  // false: ignore the lengths' bounds and sweep the whole capacity with masking
+  // (every K/V row is read). Only for benchmarks that show what awareness buys.
+  bool length_aware = true;
 };
 
 // Prefill / mixed chunks: any q_len >= 1.
+// The tile configuration comes from the autotune cache for (GPU, head_dim, shape
+// bucket); on a miss it is timed here once (this synchronizes the stream),
+// unless the stream is capturing a graph (then the default configuration runs)
+// or autotuning is off (env GEMMA_AUTOTUNE=0: always the default).
 std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t stream);
+
+// Times every tile configuration that fits this GPU on `params` (real buffers:
+// `out` is overwritten with the correct result) and caches the winner in
+// memory and in the text file $GEMMA_AUTOTUNE_CACHE (default
+// ~/.cache/gemma-serve/autotune.txt). Call at warm-up, outside graph capture:
+// synchronizes the stream and fails while it is capturing. No-op when the
+// bucket is already cached or autotuning is off.
+std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t stream);
+
+// Names of the prefill tile configurations compiled for head_dim (empty if the
+// head_dim is unsupported), and a launch with one of them by name ("default":
+// the fixed default). For tests and benchmarks.
+std::vector<std::string> PrefillAttentionConfigs(int head_dim);
+std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
+                                             const std::string& config, cudaStream_t stream);
 
 // Decode: q_len == 1 for every sequence. `workspace` holds the split partials:
 // DecodeWorkspaceBytes(...) bytes, allocated by the caller once.
 size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_splits);
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace,
                                   int num_splits, cudaStream_t stream);
+// A split count that fills `num_sms` multiprocessors for this batch: fixed per
+// batch size, so one captured graph serves every depth.
+int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms);
 
 }  // namespace gemma::kernels

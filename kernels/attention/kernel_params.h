@@ -1,0 +1,51 @@
+// Internal: the device-side parameter block of the attention tile kernel and
+// the host-side table of its compiled tile configurations.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+namespace gemma::kernels::attention {
+
+struct KernelParams {
+  const __nv_bfloat16* q;    // [num_tokens, num_heads, D]
+  __nv_bfloat16* out;        // [num_tokens, num_heads, D] (num_splits == 1)
+  const __nv_bfloat16* k;    // [num_slots, capacity, num_kv_heads, D]
+  const __nv_bfloat16* v;
+  float* partial;            // [num_seqs, num_heads, num_splits, D + 4] (num_splits > 1)
+  const int* seq_slot;       // [num_seqs]
+  const int* q_offsets;      // [num_seqs + 1]
+  const int* q_pos0;         // [num_seqs]
+  int num_slots, capacity, num_heads, num_kv_heads;
+  int group;                 // num_heads / num_kv_heads
+  int window;                // 0: causal only
+  int heads_per_block;       // rows of one token: 1 (prefill) or group (decode)
+  int tokens_per_block;      // BM / heads_per_block (prefill) or 1 (decode)
+  int num_splits;            // key-range splits per (sequence, row tile)
+  float scale_log2;          // scale * log2(e)
+  bool ring, length_aware;
+};
+
+// One compiled instance of the tile kernel.
+struct KernelEntry {
+  std::string name;          // e.g. "m64n32w8s2"
+  int block_m, block_n, warps, stages, d_split;
+  int threads, smem_bytes;
+  cudaError_t (*setup)();    // raises the dynamic shared-memory limit
+  void (*launch)(const KernelParams&, dim3 grid, cudaStream_t);
+};
+
+struct KernelTable {
+  std::vector<KernelEntry> prefill;  // autotune candidates, pruned at compile time
+  int default_prefill = 0;           // index into prefill
+  KernelEntry decode;                // block_m == 16: one row per head of a KV group
+};
+
+// The one head_dim dispatch point: nullptr for head_dims not compiled
+// (instances: 32, 64, 128, 256, 512).
+const KernelTable* TableForHeadDim(int head_dim);
+
+}  // namespace gemma::kernels::attention

@@ -1,0 +1,72 @@
+#include "kernels/attention/launch_common.h"
+
+#include <cmath>
+
+namespace gemma::kernels::attention {
+
+std::string ValidateParams(const AttentionParams& p, bool decode) {
+  const char* who = decode ? "decode attention: " : "prefill attention: ";
+  auto fail = [&](const std::string& what) { return who + what; };
+  if (p.q == nullptr || p.out == nullptr || p.k_cache == nullptr || p.v_cache == nullptr)
+    return fail("q, out, k_cache and v_cache must be set");
+  if (p.seq_slot == nullptr || p.q_offsets == nullptr || p.q_pos0 == nullptr)
+    return fail("seq_slot, q_offsets and q_pos0 must be set");
+  if (TableForHeadDim(p.head_dim) == nullptr)
+    return fail("unsupported head_dim " + std::to_string(p.head_dim) +
+                " (compiled: 32, 64, 128, 256, 512)");
+  if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
+    return fail("num_heads (" + std::to_string(p.num_heads) +
+                ") must be a positive multiple of num_kv_heads (" +
+                std::to_string(p.num_kv_heads) + ")");
+  const int group = p.num_heads / p.num_kv_heads;
+  if (decode && group > 16)
+    return fail("GQA group " + std::to_string(group) + " exceeds 16 heads per KV head");
+  if (p.num_slots <= 0 || p.capacity <= 0)
+    return fail("num_slots and capacity must be positive, got " + std::to_string(p.num_slots) +
+                " and " + std::to_string(p.capacity));
+  if (p.window < 0) return fail("window must be >= 0, got " + std::to_string(p.window));
+  if (p.num_seqs <= 0 || p.num_seqs > 65535)
+    return fail("num_seqs must be in [1, 65535], got " + std::to_string(p.num_seqs));
+  if (p.max_q_len <= 0) return fail("max_q_len must be positive, got " + std::to_string(p.max_q_len));
+  if (decode && p.max_q_len != 1)
+    return fail("decode needs q_len == 1, got max_q_len " + std::to_string(p.max_q_len));
+  if (p.ring) {
+    if (p.window == 0) return fail("a ring cache needs a sliding window");
+    if (static_cast<long>(p.capacity) < static_cast<long>(p.window) + p.max_q_len - 1)
+      return fail("ring capacity " + std::to_string(p.capacity) + " < window + max_q_len - 1 = " +
+                  std::to_string(static_cast<long>(p.window) + p.max_q_len - 1));
+  }
+  if (!std::isfinite(p.scale)) return fail("scale must be finite");
+  return "";
+}
+
+KernelParams ToKernelParams(const AttentionParams& p) {
+  KernelParams k{};
+  k.q = p.q;
+  k.out = p.out;
+  k.k = p.k_cache;
+  k.v = p.v_cache;
+  k.partial = nullptr;
+  k.seq_slot = p.seq_slot;
+  k.q_offsets = p.q_offsets;
+  k.q_pos0 = p.q_pos0;
+  k.num_slots = p.num_slots;
+  k.capacity = p.capacity;
+  k.num_heads = p.num_heads;
+  k.num_kv_heads = p.num_kv_heads;
+  k.group = p.num_heads / p.num_kv_heads;
+  k.window = p.window;
+  k.num_splits = 1;
+  k.scale_log2 = p.scale * 1.4426950408889634f;
+  k.ring = p.ring;
+  k.length_aware = p.length_aware;
+  return k;
+}
+
+std::string LastLaunchError(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return "";
+  return std::string(what) + ": launch failed: " + cudaGetErrorString(err);
+}
+
+}  // namespace gemma::kernels::attention

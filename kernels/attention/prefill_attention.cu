@@ -1,0 +1,176 @@
+// Prefill launcher: picks a tile configuration (autotuned per GPU, head_dim
+// and shape bucket) and launches the tile kernel with one head per block.
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/autotune.h"
+#include "kernels/attention/kernel_params.h"
+#include "kernels/attention/launch_common.h"
+
+namespace gemma::kernels {
+namespace {
+
+using attention::AutotuneCache;
+using attention::KernelEntry;
+using attention::KernelTable;
+
+constexpr int kTimedBudgetMs = 50;  // per configuration, after one warm-up
+
+// Raises every configuration's shared-memory limit, once per head_dim (the
+// autotuner calls this first; a launch with autotuning off does it itself).
+std::string SetUpTable(int head_dim, const KernelTable& table) {
+  static std::mutex mu;
+  static std::map<int, std::string> results;  // head_dim -> "" or the error
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = results.find(head_dim);
+  if (it != results.end()) return it->second;
+  std::string error;
+  for (const KernelEntry& e : table.prefill) {
+    if (cudaError_t err = e.setup(); err != cudaSuccess && error.empty())
+      error = "prefill attention: cannot set shared memory of " + e.name + ": " +
+              cudaGetErrorString(err);
+  }
+  results.emplace(head_dim, error);
+  return error;
+}
+
+// Shape bucket: chunks of >= 8192 tokens behave alike (the kernel is in its
+// steady state), so 128K prefill reuses what a cheap 8K timing found.
+std::string Bucket(const AttentionParams& p) {
+  int q = 64;
+  while (q < p.max_q_len && q < 8192) q *= 2;
+  return "q" + std::to_string(q) + "-g" + std::to_string(p.num_heads / p.num_kv_heads) + "-w" +
+         (p.window > 0 ? "1" : "0");
+}
+
+std::string Launch(const KernelEntry& e, const AttentionParams& p, cudaStream_t stream) {
+  attention::KernelParams k = attention::ToKernelParams(p);
+  k.heads_per_block = 1;
+  k.tokens_per_block = e.block_m;
+  const int m_tiles = (p.max_q_len + e.block_m - 1) / e.block_m;
+  if (m_tiles > 65535) return "prefill attention: max_q_len " + std::to_string(p.max_q_len) + " too long";
+  e.launch(k, dim3(p.num_heads, m_tiles, p.num_seqs), stream);
+  return attention::LastLaunchError("prefill attention");
+}
+
+const KernelEntry* FindByName(const KernelTable& t, const std::string& name) {
+  if (name == "default") return &t.prefill[t.default_prefill];
+  for (const KernelEntry& e : t.prefill)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+bool Capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) != cudaSuccess ||
+         status != cudaStreamCaptureStatusNone;
+}
+
+// The best of up to 5 timed launches (about kTimedBudgetMs in all) after one
+// warm-up, so a one-off hiccup cannot crown a slow configuration.
+std::string TimeConfig(const KernelEntry& e, const AttentionParams& p, cudaStream_t stream,
+                       float* best_ms) {
+  cudaEvent_t start, stop;
+  if (cudaEventCreate(&start) != cudaSuccess) return "prefill autotune: cudaEventCreate failed";
+  if (cudaEventCreate(&stop) != cudaSuccess) {
+    cudaEventDestroy(start);
+    return "prefill autotune: cudaEventCreate failed";
+  }
+  std::string err;
+  *best_ms = 1e30f;
+  int reps = 1;
+  for (int i = 0; i <= reps && err.empty(); ++i) {
+    cudaEventRecord(start, stream);
+    err = Launch(e, p, stream);
+    cudaEventRecord(stop, stream);
+    if (!err.empty()) break;
+    if (cudaEventSynchronize(stop) != cudaSuccess) {
+      err = "prefill autotune: " + e.name + " failed: " + cudaGetErrorString(cudaGetLastError());
+      break;
+    }
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i == 0) {
+      reps = std::clamp(static_cast<int>(kTimedBudgetMs / std::max(ms, 1e-3f)), 1, 5);
+    } else {
+      *best_ms = std::min(*best_ms, ms);
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return err;
+}
+
+std::string Tune(const AttentionParams& p, const KernelTable& table, const std::string& key,
+                 cudaStream_t stream) {
+  if (std::string err = SetUpTable(p.head_dim, table); !err.empty()) return err;
+  int device = 0;
+  int smem_optin = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const KernelEntry* best = nullptr;
+  float best_ms = 0.f;
+  for (const KernelEntry& e : table.prefill) {
+    if (e.smem_bytes > smem_optin) continue;
+    float ms = 0.f;
+    if (std::string err = TimeConfig(e, p, stream, &ms); !err.empty()) return err;
+    if (best == nullptr || ms < best_ms) best = &e, best_ms = ms;
+  }
+  if (best == nullptr) return "prefill autotune: no configuration fits this GPU's shared memory";
+  AutotuneCache::Get().Store(key, best->name);
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> PrefillAttentionConfigs(int head_dim) {
+  std::vector<std::string> names;
+  if (const KernelTable* t = attention::TableForHeadDim(head_dim))
+    for (const KernelEntry& e : t->prefill) names.push_back(e.name);
+  return names;
+}
+
+std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t stream) {
+  if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
+  if (Capturing(stream)) return "prefill autotune: the stream is capturing a graph";
+  AutotuneCache& cache = AutotuneCache::Get();
+  if (!cache.enabled()) return "";
+  const std::string key = AutotuneCache::Key("prefill", params.head_dim, Bucket(params));
+  if (cache.Lookup(key)) return "";
+  return Tune(params, *attention::TableForHeadDim(params.head_dim), key, stream);
+}
+
+std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
+                                             const std::string& config, cudaStream_t stream) {
+  if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
+  const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
+  const KernelEntry* e = FindByName(table, config);
+  if (e == nullptr)
+    return "prefill attention: no configuration '" + config + "' for head_dim " +
+           std::to_string(params.head_dim);
+  if (std::string err = SetUpTable(params.head_dim, table); !err.empty()) return err;
+  return Launch(*e, params, stream);
+}
+
+std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t stream) {
+  if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
+  const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
+  if (std::string err = SetUpTable(params.head_dim, table); !err.empty()) return err;
+  AutotuneCache& cache = AutotuneCache::Get();
+  const KernelEntry* e = &table.prefill[table.default_prefill];
+  if (cache.enabled()) {
+    const std::string key = AutotuneCache::Key("prefill", params.head_dim, Bucket(params));
+    std::optional<std::string> name = cache.Lookup(key);
+    if (!name && !Capturing(stream)) {
+      if (std::string err = Tune(params, table, key, stream); !err.empty()) return err;
+      name = cache.Lookup(key);
+    }
+    if (name)
+      if (const KernelEntry* tuned = FindByName(table, *name)) e = tuned;
+  }
+  return Launch(*e, params, stream);
+}
+
+}  // namespace gemma::kernels

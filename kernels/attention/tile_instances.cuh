@@ -1,0 +1,89 @@
+// Internal: builds the table of compiled tile configurations for one head_dim.
+// Included by exactly one instances_d<D>.cu per head_dim, so each head_dim
+// compiles in its own translation unit (parallel builds, no cross products).
+#pragma once
+
+#include <string>
+
+#include "kernels/attention/kernel_params.h"
+#include "kernels/attention/tile_kernel.cuh"
+
+namespace gemma::kernels::attention {
+
+inline constexpr int kMaxSmemBytes = 227 * 1024;  // Hopper opt-in limit per block
+
+// Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES):
+//  - register budget: the fp32 accumulator is D / (2 WD) registers per thread
+//    (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
+//  - columns are split over warps only when a whole-D accumulator would exceed
+//    64 registers (D > 128): below that, splitting only adds a reduction;
+//  - the register file: threads x (accumulator + ~96 for fragments and
+//    addresses) within 64K registers (16 warps at D = 512 spilled);
+//  - shared memory: Q tile + STAGES x (K, V) tiles + the partial-S exchange.
+template <int D, int WM, int WD, int BN, int STAGES>
+constexpr bool Fits() {
+  if (D % (16 * WD) != 0) return false;
+  if (D / WD / 2 > 128) return false;
+  if (WD > 1 && D <= 128) return false;
+  const int smem = 16 * WM * D * 2 + 2 * STAGES * BN * D * 2 + (WD > 1 ? WD * 16 * WM * BN * 4 : 0);
+  return smem <= kMaxSmemBytes && 32 * WM * WD * (D / WD / 2 + 96) <= 65536;
+}
+
+template <int D, int WM, int WD, int BN, int STAGES>
+void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
+  using S = TileShape<D, WM, WD, BN, STAGES>;
+  AttentionTileKernel<D, WM, WD, BN, STAGES><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+}
+
+template <int D, int WM, int WD, int BN, int STAGES>
+cudaError_t SetUpTile() {
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              TileShape<D, WM, WD, BN, STAGES>::kSmemBytes);
+}
+
+template <int D, int WM, int WD, int BN, int STAGES>
+KernelEntry MakeEntry() {
+  using S = TileShape<D, WM, WD, BN, STAGES>;
+  KernelEntry e;
+  e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
+           std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD);
+  e.block_m = S::kBM;
+  e.block_n = BN;
+  e.warps = S::kWarps;
+  e.stages = STAGES;
+  e.d_split = WD;
+  e.threads = S::kThreads;
+  e.smem_bytes = S::kSmemBytes;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES>;
+  return e;
+}
+
+template <int D, int WM, int WD, int BN, int STAGES>
+void AddIfFits(KernelTable& t) {
+  if constexpr (Fits<D, WM, WD, BN, STAGES>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES>());
+}
+
+// Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
+// so the accumulator stays at <= 64 registers; deep pipelines keep enough
+// bytes in flight for a memory-bound sweep.
+template <int D>
+KernelTable MakeTable() {
+  KernelTable t;
+  // The first candidate that fits is the default.
+  AddIfFits<D, 4, 2, 32, 2>(t);   // m64 n32, 8 warps, D split in 2
+  AddIfFits<D, 4, 1, 64, 2>(t);   // m64 n64, 4 warps
+  AddIfFits<D, 4, 1, 32, 3>(t);   // m64 n32, 4 warps, 3 stages
+  AddIfFits<D, 8, 1, 64, 2>(t);   // m128 n64, 8 warps
+  AddIfFits<D, 4, 2, 64, 2>(t);   // m64 n64, 8 warps, D split in 2
+  AddIfFits<D, 2, 4, 32, 2>(t);   // m32 n32, 8 warps, D split in 4
+  AddIfFits<D, 4, 2, 16, 3>(t);   // m64 n16, 8 warps, 3 stages
+  t.default_prefill = 0;
+  constexpr int kDecodeWd = D >= 256 ? D / 128 : 1;
+  constexpr int kDecodeStages = D >= 512 ? 3 : 4;
+  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
+  return t;
+}
+
+}  // namespace gemma::kernels::attention
