@@ -1,0 +1,96 @@
+#include "server/flags.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+
+namespace gemma::server {
+namespace {
+
+constexpr char kDemoModel[] = "gemma4-fortunes";
+
+std::filesystem::path ExecutableDir() {
+  std::error_code error;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path() : exe.parent_path();
+}
+
+void AddFlags(CLI::App& app, ServeFlags& f) {
+  ServerOptions& s = f.server;
+  app.add_option("--model", s.model_dir,
+                 "model directory (config.json, safetensors, tokenizer.model); default: "
+                 "$GEMMA_MODEL_DIR or the embedded demo model")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--backend", s.backend, "cpu | cuda | auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_option("--host", s.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", s.port, "port to listen on (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--max-concurrent-sequences", s.max_concurrent_sequences,
+                 "sequences decoded together (backend slots)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-queue", s.max_queue,
+                 "requests waiting for a slot before RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-context", s.max_context, "tokens per sequence (prompt + output)")
+      ->check(CLI::Range(2, 1 << 22))
+      ->capture_default_str();
+  app.add_option("--threads", s.num_threads, "cpu backend threads (0 = all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--grace-period-s", f.grace_period_s,
+                 "on SIGTERM/SIGINT, how long streams in flight may run before being cancelled")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+std::string DefaultModelDir() {
+  if (const char* env = std::getenv("GEMMA_MODEL_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  const std::filesystem::path exe_dir = ExecutableDir();
+  if (exe_dir.empty()) return "";
+  const std::vector<std::filesystem::path> candidates = {
+      exe_dir / ".." / ".." / "models" / kDemoModel,
+      exe_dir / ".." / "share" / "gemma-serve" / "models" / kDemoModel,
+  };
+  for (const std::filesystem::path& dir : candidates) {
+    std::error_code error;
+    if (std::filesystem::is_directory(dir, error)) return dir.lexically_normal().string();
+  }
+  return "";
+}
+
+ParsedFlags ParseServeFlags(int argc, char** argv) {
+  CLI::App app{"gemma-serve: gRPC inference server for Gemma 4"};
+  ServeFlags flags;
+  AddFlags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // Prints the help text, or the message naming the bad flag.
+    const int code = app.exit(error);
+    return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (flags.server.model_dir.empty()) flags.server.model_dir = DefaultModelDir();
+  if (flags.server.model_dir.empty()) {
+    std::cerr << "--model: no model directory given, $GEMMA_MODEL_DIR is unset and the "
+                 "embedded demo model was not found next to the executable\n";
+    return {std::nullopt, 2};
+  }
+  return {flags, 0};
+}
+
+}  // namespace gemma::server

@@ -1,0 +1,139 @@
+#include "server/gemma_service.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/generate_reactor.h"
+#include "server/status_mapping.h"
+
+namespace gemma::server {
+namespace {
+
+constexpr size_t kMaxRequestIdBytes = 128;
+
+grpc::Status InvalidArgument(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+// A reactor that has already failed: finishes at once with `status`.
+class FailedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit FailedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+GemmaService::GemmaService() : id_prefix_(std::random_device{}()) {}
+
+void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info) {
+  engine_ = engine;
+  tokenizer_ = tokenizer;
+  limits_.max_context = info.context_length();
+  limits_.vocab_size = info.vocab_size();
+  info_ = std::move(info);
+  state_.store(State::kServing, std::memory_order_release);
+}
+
+grpc::Status GemmaService::CheckServing() const {
+  switch (state_.load(std::memory_order_acquire)) {
+    case State::kServing: return grpc::Status::OK;
+    case State::kLoading:
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
+    case State::kDraining: break;
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+}
+
+std::string GemmaService::NewRequestId() {
+  return absl::StrFormat("req-%08x-%d", id_prefix_,
+                         next_id_.fetch_add(1, std::memory_order_relaxed));
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
+    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+  if (grpc::Status status = CheckServing(); !status.ok()) return new FailedStream(status);
+  if (request->request_id().size() > kMaxRequestIdBytes) {
+    return new FailedStream(InvalidArgument(absl::StrCat(
+        "request_id is ", request->request_id().size(), " bytes; at most ", kMaxRequestIdBytes)));
+  }
+  std::string id = request->request_id().empty() ? NewRequestId() : request->request_id();
+  absl::StatusOr<GenerationRequest> built =
+      BuildGenerationRequest(*request, id, *tokenizer_, limits_);
+  if (!built.ok()) return new FailedStream(ToGrpcStatus(built.status()));
+  if (!calls_.Add(id)) {
+    return new FailedStream(grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                         absl::StrCat("request_id '", id, "' is already in flight")));
+  }
+  return GenerateReactor::Start(engine_, &calls_, *std::move(built));
+}
+
+grpc::ServerUnaryReactor* GemmaService::Tokenize(grpc::CallbackServerContext* context,
+                                                 const v1::TokenizeRequest* request,
+                                                 v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = CheckServing();
+  reactor->Finish(status.ok() ? DoTokenize(*request, response) : status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmaService::Detokenize(grpc::CallbackServerContext* context,
+                                                   const v1::DetokenizeRequest* request,
+                                                   v1::DetokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = CheckServing();
+  reactor->Finish(status.ok() ? DoDetokenize(*request, response) : status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmaService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                     const v1::GetModelInfoRequest* /*request*/,
+                                                     v1::ModelInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = CheckServing();
+  if (status.ok()) *response = info_;
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::Status GemmaService::DoTokenize(const v1::TokenizeRequest& request,
+                                      v1::TokenizeResponse* response) const {
+  absl::StatusOr<std::vector<int32_t>> ids;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kText:
+      if (!IsValidUtf8(request.text())) return InvalidArgument("text is not valid UTF-8");
+      ids = request.add_bos() ? tokenizer_->EncodePrompt(request.text())
+                              : tokenizer_->Encode(request.text());
+      break;
+    case v1::TokenizeRequest::kChat:
+      ids = RenderChatMessages(request.chat(), *tokenizer_, "chat");
+      break;
+    default:
+      return InvalidArgument("input must be set: one of text or chat");
+  }
+  if (!ids.ok()) return ToGrpcStatus(ids.status());
+  for (int32_t id : *ids) {
+    response->add_ids(id);
+    response->add_pieces(tokenizer_->IdToPiece(id));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GemmaService::DoDetokenize(const v1::DetokenizeRequest& request,
+                                        v1::DetokenizeResponse* response) const {
+  if (absl::Status s = ValidateTokenIds(request.ids(), limits_.vocab_size, "ids"); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // The streaming detokenizer never emits a broken character (a cut-off one
+  // becomes U+FFFD), so the reply is always a valid proto3 string.
+  IncrementalDetokenizer detokenizer(tokenizer_);
+  std::string text;
+  for (int32_t id : request.ids()) text += detokenizer.Push(id);
+  text += detokenizer.Flush();
+  response->set_text(std::move(text));
+  return grpc::Status::OK;
+}
+
+}  // namespace gemma::server

@@ -1,0 +1,69 @@
+// The gemma.v1.Gemma service (gRPC callback API). Converts protos to engine
+// requests and back; all generation work is the engine's.
+//
+// States: loading (every call answers UNAVAILABLE) -> serving -> draining
+// (new calls answer UNAVAILABLE, streams in flight go on).
+//
+// Thread-safety: handlers run on gRPC threads concurrently; the model is
+// attached once (Attach) before the state turns to serving, and is immutable
+// afterwards.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "engine/core/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gemma/v1/gemma.grpc.pb.h"
+#include "server/active_calls.h"
+#include "server/request_builder.h"
+
+namespace gemma::server {
+
+class GemmaService final : public v1::Gemma::CallbackService {
+ public:
+  GemmaService();
+
+  // REQUIRES: called once, before any other method but the handlers. The
+  // engine and tokenizer must outlive every call.
+  void Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info);
+  // New calls answer UNAVAILABLE from now on.
+  void StartDraining() { state_.store(State::kDraining, std::memory_order_release); }
+  ActiveCalls& active_calls() { return calls_; }
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+ private:
+  enum class State { kLoading, kServing, kDraining };
+
+  // OK while serving; UNAVAILABLE naming the reason otherwise.
+  grpc::Status CheckServing() const;
+  std::string NewRequestId();
+  grpc::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
+  grpc::Status DoDetokenize(const v1::DetokenizeRequest& request,
+                            v1::DetokenizeResponse* response) const;
+
+  std::atomic<State> state_{State::kLoading};
+  Engine* engine_ = nullptr;
+  const Tokenizer* tokenizer_ = nullptr;
+  v1::ModelInfo info_;
+  ServingLimits limits_;
+  ActiveCalls calls_;
+  const uint32_t id_prefix_;           // tells ids of different server runs apart
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace gemma::server

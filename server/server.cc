@@ -1,0 +1,132 @@
+#include "server/server.h"
+
+#include <filesystem>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/factory/backend_factory.h"
+#include "grpc/health/v1/health.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma::server {
+namespace {
+
+// Time the reactors get to deliver their final messages after the engine
+// has cancelled what outlived the grace period.
+constexpr std::chrono::seconds kFinalFlush{2};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOptions& options) {
+  std::unique_ptr<GemmaServer> server(new GemmaServer(options));
+  // Links the health descriptors into the binary, so that reflection can
+  // describe grpc.health.v1 as well as gemma.v1.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(&server->service_);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.host, ":", options.port));
+  }
+  // The built-in health service starts out SERVING; say the truth at once.
+  server->SetHealth(false);
+  return server;
+}
+
+GemmaServer::~GemmaServer() {
+  if (!drained_) Drain(std::chrono::milliseconds(0));
+}
+
+std::string GemmaServer::address() const { return absl::StrCat(options_.host, ":", port_); }
+
+void GemmaServer::SetHealth(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kServiceName, serving);
+}
+
+absl::Status GemmaServer::Load() {
+  const std::string tokenizer_path =
+      (std::filesystem::path(options_.model_dir) / "tokenizer.model").string();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(tokenizer_path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  tokenizer_ = *std::move(tokenizer);
+
+  BackendOptions backend_options;
+  backend_options.backend = options_.backend;
+  backend_options.model_dir = options_.model_dir;
+  backend_options.max_slots = options_.max_concurrent_sequences;
+  backend_options.max_context = options_.max_context;
+  backend_options.num_threads = options_.num_threads;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
+  if (!backend.ok()) return backend.status();
+
+  EngineOptions engine_options;
+  engine_options.max_queue = options_.max_queue;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(engine_options, *std::move(backend), tokenizer_.get());
+  if (!engine.ok()) return engine.status();
+  engine_ = *std::move(engine);
+
+  service_.Attach(engine_.get(), tokenizer_.get(), DescribeModel());
+  SetHealth(true);
+  return absl::OkStatus();
+}
+
+v1::ModelInfo GemmaServer::DescribeModel() const {
+  const Backend& backend = engine_->backend();
+  const ModelConfig& config = backend.config();
+  v1::ModelInfo info;
+  info.set_model_name(std::filesystem::path(options_.model_dir).lexically_normal()
+                          .filename().string());
+  if (info.model_name().empty()) {
+    info.set_model_name(std::filesystem::path(options_.model_dir).lexically_normal()
+                            .parent_path().filename().string());
+  }
+  info.set_architecture(config.architecture);
+  info.set_context_length(backend.max_context());
+  info.set_max_position_embeddings(config.max_position_embeddings);
+  info.set_vocab_size(config.vocab_size);
+  for (const LayerSpec& layer : config.layers) {
+    info.add_layer_types(layer.is_global() ? "global" : "sliding");
+  }
+  info.set_dtype(config.dtype);
+  info.set_backend(backend.name());
+  info.set_max_batch(backend.max_slots());
+  info.set_num_layers(config.num_layers);
+  info.set_hidden_size(config.hidden_size);
+  info.set_sliding_window(config.sliding_window);
+  info.set_max_queue(options_.max_queue);
+  return info;
+}
+
+void GemmaServer::Drain(std::chrono::milliseconds grace) {
+  if (drained_) return;
+  drained_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  SetHealth(false);
+  service_.StartDraining();
+  const int in_flight = service_.active_calls().size();
+  if (in_flight > 0) spdlog::info("draining: waiting for {} stream(s)", in_flight);
+  if (!service_.active_calls().WaitUntilEmpty(deadline)) {
+    spdlog::warn("draining: grace period over, cancelling {} stream(s)",
+                 service_.active_calls().size());
+  }
+  // Cancels what is left (their streams end with FINISH_REASON_CANCELLED).
+  if (engine_ != nullptr) engine_->Shutdown(std::chrono::milliseconds(0));
+  service_.active_calls().WaitUntilEmpty(std::chrono::steady_clock::now() + kFinalFlush);
+  // Ends health watches and anything still open.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_->Wait();
+}
+
+}  // namespace gemma::server

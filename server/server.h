@@ -1,0 +1,68 @@
+// gemma-serve as an object: binds the gRPC port (health NOT_SERVING), loads
+// the model, serves, and drains. main() and the in-process tests use it.
+//
+// Thread-safety: Start, Load and Drain are called from one controlling
+// thread, in that order; port() and engine() from any thread after Load.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "engine/core/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/gemma_service.h"
+
+namespace gemma::server {
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 50051;                   // 0 = any free port (see port())
+  std::string model_dir;
+  std::string backend = "auto";       // cpu | cuda | auto
+  int max_concurrent_sequences = 8;   // backend slots
+  int max_queue = 256;
+  int max_context = 4096;
+  int num_threads = 0;                // cpu backend: 0 = all cores
+};
+
+// The health service name of the API, besides "" (the whole server).
+inline constexpr char kServiceName[] = "gemma.v1.Gemma";
+
+class GemmaServer {
+ public:
+  // Listens at once; every call answers UNAVAILABLE and health reports
+  // NOT_SERVING until Load() succeeds.
+  static absl::StatusOr<std::unique_ptr<GemmaServer>> Start(const ServerOptions& options);
+  ~GemmaServer();
+
+  // Loads tokenizer, backend and engine, then reports SERVING.
+  absl::Status Load();
+  // Health NOT_SERVING, new calls UNAVAILABLE; waits up to `grace` for the
+  // streams in flight, cancels what is left, and stops the gRPC server.
+  void Drain(std::chrono::milliseconds grace);
+
+  int port() const { return port_; }
+  std::string address() const;
+  Engine* engine() const { return engine_.get(); }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+
+ private:
+  explicit GemmaServer(const ServerOptions& options) : options_(options) {}
+  void SetHealth(bool serving);
+  v1::ModelInfo DescribeModel() const;
+
+  ServerOptions options_;
+  int port_ = 0;
+  GemmaService service_;
+  // Declared before server_: destroyed after it, so no call outlives them.
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<grpc::Server> server_;
+  bool drained_ = false;
+};
+
+}  // namespace gemma::server
