@@ -1,0 +1,63 @@
+// The CUDA backend: Gemma 4 on one NVIDIA GPU in bf16. Weights are uploaded
+// once (or generated at the real shape for benchmarks); each slot owns a KV
+// cache (global layers: max_context positions, sliding layers: a ring); long
+// chunks run as passes of at most max_chunk_tokens; decode steps replay one
+// CUDA graph per batch size.
+//
+// Thread-safety: like every Backend, called only from the engine's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/core/backend.h"
+#include "engine/factory/backend_factory.h"
+
+namespace gemma {
+
+// Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
+struct CudaTuning {
+  int max_chunk_tokens = 2048;  // tokens per pass; sizes the sliding rings
+  int decode_splits = 0;        // split-K partitions of decode attention; 0 = auto
+  bool autotune_gemv = true;    // time the GEMV tilings per shape at start
+  bool length_aware = true;     // false: attention sweeps the whole capacity
+  uint64_t random_seed = 1234;  // random_weights
+};
+
+class CudaBackend : public Backend {
+ public:
+  ~CudaBackend() override;
+  const ModelConfig& config() const override;
+  std::string name() const override { return "cuda"; }
+  int max_slots() const override;
+  int max_context() const override;
+  void ResetSlot(int slot) override;
+  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
+
+  // Greedy fast path: the argmax token of each chunk's last position
+  // ((*next_ids)[i] for chunk i), computed on the device; no logits cross to
+  // the host. all_logits is ignored.
+  absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids);
+
+  int64_t weight_bytes() const;
+  int64_t kv_cache_bytes() const;
+
+  struct Impl;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithTuning(
+      const BackendOptions&, const CudaTuning&);
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithTuning(const BackendOptions& options,
+                                                                        const CudaTuning& tuning);
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options);
+// True when a CUDA device is visible.
+bool CudaDeviceAvailable();
+
+}  // namespace gemma

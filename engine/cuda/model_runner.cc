@@ -1,0 +1,213 @@
+#include "engine/cuda/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention/attention.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/norm/residual_norm.h"
+#include "kernels/rope/qkv_rope.h"
+#include "kernels/sampling/argmax.h"
+
+namespace gemma::cuda {
+namespace {
+
+// sqrt(hidden) rounded to bf16, as the checkpoint's dtype does it.
+float EmbedScale(int hidden) {
+  return Bf16ToFloat(FloatToBf16(std::sqrt(static_cast<float>(hidden))));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
+    const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearRunner* linear,
+    int max_tokens, int max_logit_rows, int decode_splits, bool length_aware) {
+  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  r->config_ = &config;
+  r->weights_ = weights;
+  r->cache_ = cache;
+  r->linear_ = linear;
+  r->layout_ = MetadataLayout::For(max_tokens, cache->num_slots());
+  r->max_logit_rows_ = max_logit_rows;
+  r->decode_splits_ = decode_splits;
+  r->length_aware_ = length_aware;
+  int device = 0;
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&r->num_sms_, cudaDevAttrMultiProcessorCount, device));
+  for (size_t l = 0; l < config.layers.size(); ++l) {
+    r->max_qkv_rows_ = std::max(r->max_qkv_rows_, weights->layers()[l].qkv_rows);
+    r->max_q_width_ = std::max(r->max_q_width_, config.num_heads * config.layers[l].head_dim);
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(r->Allocate(max_tokens));
+  return r;
+}
+
+absl::Status ModelRunner::Allocate(int t) {
+  const size_t h = config_->hidden_size, inter = config_->intermediate_size;
+  const size_t bf = sizeof(__nv_bfloat16);
+  GEMMA_STATUS_RETURN_IF_ERROR(metadata_.Allocate(layout_.total * sizeof(int32_t)));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(metadata_.get(), 0, metadata_.bytes()));
+  GEMMA_STATUS_RETURN_IF_ERROR(residual_.Allocate(t * h * sizeof(float)));
+  GEMMA_STATUS_RETURN_IF_ERROR(normed_.Allocate(t * h * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(qkv_.Allocate(t * max_qkv_rows_ * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(q_.Allocate(t * max_q_width_ * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(attn_.Allocate(t * max_q_width_ * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(proj_.Allocate(t * h * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(act_.Allocate(t * inter * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(rows_.Allocate(max_logit_rows_ * h * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(logits_.Allocate(size_t{static_cast<size_t>(max_logit_rows_)} *
+                                                config_->vocab_size * sizeof(float)));
+  GEMMA_STATUS_RETURN_IF_ERROR(ids_.Allocate(max_logit_rows_ * sizeof(int32_t)));
+  size_t ws = 256;
+  for (int b = 1; b <= layout_.max_seqs; ++b) {
+    for (const LayerSpec& s : config_->layers) {
+      ws = std::max(ws, kernels::DecodeWorkspaceBytes(layout_.max_seqs, config_->num_heads,
+                                                      config_->max_head_dim(),
+                                                      DecodeSplits(b, s.num_kv_heads)));
+    }
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(attn_workspace_.Allocate(ws));
+  return absl::OkStatus();
+}
+
+int ModelRunner::DecodeSplits(int num_seqs, int num_kv_heads) const {
+  if (decode_splits_ > 0) return decode_splits_;
+  return kernels::DecodeNumSplits(num_seqs, num_kv_heads, num_sms_);
+}
+
+absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t stream) {
+  const ModelConfig& c = *config_;
+  kernels::EmbeddingParams ep;
+  ep.token_ids = meta(layout_.token_ids);
+  ep.table = weights_->embed();
+  ep.out = residual_.get<float>();
+  ep.num_tokens = shape.num_tokens;
+  ep.hidden = c.hidden_size;
+  ep.vocab = c.vocab_size;
+  ep.scale = EmbedScale(c.hidden_size);
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchEmbedding(ep, stream));
+
+  kernels::ResidualNormParams np;
+  np.residual = residual_.get<float>();
+  np.out_weight = weights_->layers()[0].input_norm;
+  np.out = normed_.get<__nv_bfloat16>();
+  np.num_tokens = shape.num_tokens;
+  np.hidden = c.hidden_size;
+  np.eps = c.rms_norm_eps;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
+  for (int l = 0; l < c.num_layers; ++l) {
+    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream) {
+  const ModelConfig& c = *config_;
+  const LayerSpec& s = c.layers[l];
+  const LayerKv& kv = cache_->layer(l);
+  kernels::QkvRopeParams rp;
+  rp.qkv = qkv_.get<__nv_bfloat16>();
+  rp.q_norm = weights_->layers()[l].q_norm;
+  rp.k_norm = weights_->layers()[l].k_norm;
+  rp.positions = meta(layout_.positions);
+  rp.token_slot = meta(layout_.token_slot);
+  rp.q_out = q_.get<__nv_bfloat16>();
+  rp.k_cache = kv.k;
+  rp.v_cache = kv.v;
+  rp.num_tokens = shape.num_tokens;
+  rp.num_heads = c.num_heads;
+  rp.num_kv_heads = s.num_kv_heads;
+  rp.head_dim = s.head_dim;
+  rp.k_eq_v = s.k_eq_v;
+  rp.num_slots = cache_->num_slots();
+  rp.capacity = kv.capacity;
+  rp.ring = kv.ring;
+  rp.rope_pairs = s.rope_pairs;
+  rp.rope_theta = s.rope_theta;
+  rp.eps = c.rms_norm_eps;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
+
+  kernels::AttentionParams ap;
+  ap.q = q_.get<__nv_bfloat16>();
+  ap.out = attn_.get<__nv_bfloat16>();
+  ap.k_cache = kv.k;
+  ap.v_cache = kv.v;
+  ap.num_slots = cache_->num_slots();
+  ap.capacity = kv.capacity;
+  ap.ring = kv.ring;
+  ap.num_heads = c.num_heads;
+  ap.num_kv_heads = s.num_kv_heads;
+  ap.head_dim = s.head_dim;
+  ap.window = s.is_global() ? 0 : c.sliding_window;
+  ap.scale = 1.0f;
+  ap.num_seqs = shape.num_seqs;
+  ap.seq_slot = meta(layout_.seq_slot);
+  ap.q_offsets = meta(layout_.q_offsets);
+  ap.q_pos0 = meta(layout_.q_pos0);
+  ap.max_q_len = shape.max_q_len;
+  ap.length_aware = length_aware_;
+  if (shape.max_q_len == 1) {
+    return KernelStatus(kernels::LaunchDecodeAttention(
+        ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));
+  }
+  return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));
+}
+
+absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {
+  const ModelConfig& c = *config_;
+  const LayerSpec& s = c.layers[l];
+  const DeviceLayer& w = weights_->layers()[l];
+  const int t = shape.num_tokens, h = c.hidden_size, inter = c.intermediate_size;
+  auto* normed = normed_.get<__nv_bfloat16>();
+  auto* proj = proj_.get<__nv_bfloat16>();
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      {w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream));
+
+  kernels::ResidualNormParams np;
+  np.branch = proj;
+  np.branch_weight = w.post_attention_norm;
+  np.residual = residual_.get<float>();
+  np.out_weight = w.pre_feedforward_norm;
+  np.out = normed;
+  np.num_tokens = t;
+  np.hidden = h;
+  np.eps = c.rms_norm_eps;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
+
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      {w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, stream));
+  kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      {w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, stream));
+
+  np.branch_weight = w.post_feedforward_norm;
+  np.layer_scalar = w.layer_scalar;
+  const bool last = l + 1 == c.num_layers;
+  np.out_weight = last ? weights_->final_norm() : weights_->layers()[l + 1].input_norm;
+  return KernelStatus(kernels::LaunchResidualNorm(np, stream));
+}
+
+absl::Status ModelRunner::EnqueueLogits(int begin, int count, bool argmax, cudaStream_t stream) {
+  if (count <= 0 || count > max_logit_rows_) return absl::InternalError("bad logits row count");
+  const ModelConfig& c = *config_;
+  kernels::GatherRowsParams gp;
+  gp.src = normed_.get<__nv_bfloat16>();
+  gp.rows = meta(layout_.logit_rows) + begin;
+  gp.dst = rows_.get<__nv_bfloat16>();
+  gp.num_rows = count;
+  gp.width = c.hidden_size;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGatherRows(gp, stream));
+  LinearArgs la{weights_->embed(), rows_.get<__nv_bfloat16>(), nullptr, logits_.get<float>(),
+                count, c.vocab_size, c.hidden_size, c.final_logit_softcap};
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(la, stream));
+  if (!argmax) return absl::OkStatus();
+  kernels::ArgmaxParams ap{logits_.get<float>(), ids_.get<int32_t>(), count, c.vocab_size};
+  return KernelStatus(kernels::LaunchArgmax(ap, stream));
+}
+
+}  // namespace gemma::cuda

@@ -1,0 +1,89 @@
+// Enqueues the Gemma 4 forward of one pass on a stream: embedding, the
+// decoder layers, and logits for chosen rows. Every per-pass array lives in a
+// fixed device metadata block and every size is an argument, so a decode pass
+// can be captured once per batch size and replayed with new metadata.
+// Thread-safety: owned by the backend's thread.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/kv_cache.h"
+#include "engine/cuda/linear.h"
+#include "engine/cuda/step_plan.h"
+#include "engine/model/config.h"
+
+namespace gemma::cuda {
+
+struct PassShape {
+  int num_tokens = 0;
+  int num_seqs = 0;
+  int max_q_len = 0;  // 1: decode attention
+};
+
+class ModelRunner {
+ public:
+  // `max_tokens` bounds a pass; `max_logit_rows` one EnqueueLogits call;
+  // `decode_splits` > 0 overrides the decode attention split count;
+  // `length_aware` false makes attention sweep the whole capacity (benchmarks).
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelConfig& config,
+                                                             const DeviceWeights* weights,
+                                                             KvCache* cache, LinearRunner* linear,
+                                                             int max_tokens, int max_logit_rows,
+                                                             int decode_splits, bool length_aware);
+
+  const MetadataLayout& layout() const { return layout_; }
+  int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block
+  int max_logit_rows() const { return max_logit_rows_; }
+
+  // Embedding and every layer; leaves the final-normed hidden states.
+  absl::Status EnqueueLayers(const PassShape& shape, cudaStream_t stream);
+  // Logits (fp32, softcapped) of logit rows [begin, begin + count) into
+  // logits(); with `argmax` also their greedy ids into ids().
+  absl::Status EnqueueLogits(int begin, int count, bool argmax, cudaStream_t stream);
+  const float* logits() const { return logits_.get<float>(); }
+  const int32_t* ids() const { return ids_.get<int32_t>(); }
+
+ private:
+  ModelRunner() = default;
+  absl::Status Allocate(int max_tokens);
+  absl::Status EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream);
+  absl::Status EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream);
+  // Split-K partitions of decode attention: fixed per batch size, so a
+  // captured graph serves every depth.
+  int DecodeSplits(int num_seqs, int num_kv_heads) const;
+  int32_t* meta(int offset) const { return metadata() + offset; }
+
+  const ModelConfig* config_ = nullptr;
+  const DeviceWeights* weights_ = nullptr;
+  KvCache* cache_ = nullptr;
+  LinearRunner* linear_ = nullptr;
+  MetadataLayout layout_;
+  int max_logit_rows_ = 0;
+  int decode_splits_ = 0;  // 0: the attention kernels' choice
+  bool length_aware_ = true;
+  int num_sms_ = 1;
+  int max_qkv_rows_ = 0;
+  int max_q_width_ = 0;
+
+  DeviceBuffer metadata_;
+  DeviceBuffer residual_;   // fp32 [T, H]
+  DeviceBuffer normed_;     // bf16 [T, H]: input of the next linear
+  DeviceBuffer qkv_;        // bf16 [T, max_qkv_rows]
+  DeviceBuffer q_;          // bf16 [T, heads * D]
+  DeviceBuffer attn_;       // bf16 [T, heads * D]
+  DeviceBuffer proj_;       // bf16 [T, H]
+  DeviceBuffer gate_up_;    // bf16 [T, 2I]
+  DeviceBuffer act_;        // bf16 [T, I]
+  DeviceBuffer rows_;       // bf16 [max_logit_rows, H]
+  DeviceBuffer logits_;     // fp32 [max_logit_rows, V]
+  DeviceBuffer ids_;        // int32 [max_logit_rows]
+  DeviceBuffer attn_workspace_;
+};
+
+}  // namespace gemma::cuda

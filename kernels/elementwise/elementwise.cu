@@ -1,0 +1,98 @@
+#include "kernels/elementwise/elementwise.h"
+
+#include "kernels/common/bf16_vec.cuh"
+#include "kernels/common/launch.h"
+
+namespace gemma::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void EmbeddingKernel(const __grid_constant__ EmbeddingParams p) {
+  const int t = blockIdx.x;
+  int id = p.token_ids[t];
+  if (id < 0 || id >= p.vocab) id = 0;
+  const uint4* row = reinterpret_cast<const uint4*>(p.table + static_cast<size_t>(id) * p.hidden);
+  float4* out = reinterpret_cast<float4*>(p.out + static_cast<size_t>(t) * p.hidden);
+  for (int v = threadIdx.x; v < p.hidden / 8; v += blockDim.x) {
+    float f[8];
+    Unpack8(__ldg(row + v), f);
+    out[2 * v] = make_float4(f[0] * p.scale, f[1] * p.scale, f[2] * p.scale, f[3] * p.scale);
+    out[2 * v + 1] = make_float4(f[4] * p.scale, f[5] * p.scale, f[6] * p.scale, f[7] * p.scale);
+  }
+}
+
+__device__ __forceinline__ float GeluTanh(float x) {
+  const float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+__global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
+  const int vecs = p.inter / 8;
+  const int64_t total = static_cast<int64_t>(p.num_tokens) * vecs;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / vecs, v = i % vecs;
+    const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
+    float g[8], u[8], o[8];
+    Unpack8(row[v], g);
+    Unpack8(row[vecs + v], u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
+    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = Pack8(o);
+  }
+}
+
+__global__ void GatherRowsKernel(const __grid_constant__ GatherRowsParams p) {
+  const int r = blockIdx.x;
+  const uint4* src = reinterpret_cast<const uint4*>(p.src + static_cast<size_t>(p.rows[r]) * p.width);
+  uint4* dst = reinterpret_cast<uint4*>(p.dst + static_cast<size_t>(r) * p.width);
+  for (int v = threadIdx.x; v < p.width / 8; v += blockDim.x) dst[v] = src[v];
+}
+
+__global__ void SoftcapKernel(const __grid_constant__ SoftcapParams p) {
+  const float inv = 1.0f / p.cap;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p.x[i] = p.cap * tanhf(p.x[i] * inv);
+  }
+}
+
+int GridFor(int64_t work) {
+  int64_t blocks = (work + kThreads - 1) / kThreads;
+  if (blocks > 4096) blocks = 4096;
+  return static_cast<int>(blocks < 1 ? 1 : blocks);
+}
+
+}  // namespace
+
+std::string LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
+  if (!p.token_ids || !p.table || !p.out) return "embedding: null pointer";
+  if (p.num_tokens <= 0 || p.vocab <= 0 || p.hidden <= 0 || p.hidden % 8 != 0)
+    return "embedding: bad shape (hidden must be a positive multiple of 8)";
+  EmbeddingKernel<<<p.num_tokens, kThreads, 0, stream>>>(p);
+  return LaunchError("embedding");
+}
+
+std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
+  if (!p.in || !p.out) return "gelu_gate: null pointer";
+  if (p.num_tokens <= 0 || p.inter <= 0 || p.inter % 8 != 0)
+    return "gelu_gate: bad shape (inter must be a positive multiple of 8)";
+  GeluGateKernel<<<GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8), kThreads, 0, stream>>>(p);
+  return LaunchError("gelu_gate");
+}
+
+std::string LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {
+  if (!p.src || !p.rows || !p.dst) return "gather_rows: null pointer";
+  if (p.num_rows <= 0 || p.width <= 0 || p.width % 8 != 0) return "gather_rows: bad shape";
+  GatherRowsKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  return LaunchError("gather_rows");
+}
+
+std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream) {
+  if (!p.x || p.count <= 0 || !(p.cap > 0.0f)) return "softcap: bad arguments";
+  SoftcapKernel<<<GridFor(p.count), kThreads, 0, stream>>>(p);
+  return LaunchError("softcap");
+}
+
+}  // namespace gemma::kernels

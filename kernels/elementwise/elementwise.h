@@ -1,0 +1,55 @@
+// Element-wise kernels of the Gemma 4 forward: embedding gather, the
+// gelu-tanh gate, row gather and the final logit softcap.
+//
+// Launchers validate, never allocate or synchronize (graph-safe), and return
+// an error message ("" on success). No engine types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace gemma::kernels {
+
+struct EmbeddingParams {
+  const int32_t* token_ids = nullptr;     // [num_tokens]; ids outside [0, vocab) read row 0
+  const __nv_bfloat16* table = nullptr;   // [vocab, hidden]
+  float* out = nullptr;                   // [num_tokens, hidden] fp32 residual stream
+  int num_tokens = 0;
+  int hidden = 0;                         // multiple of 8
+  int vocab = 0;
+  float scale = 1.0f;                     // Gemma: bf16(sqrt(hidden))
+};
+std::string LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream);
+
+// out[t, i] = gelu_tanh(in[t, i]) * in[t, inter + i]: the fused gate|up
+// projection's output feeds the down projection.
+struct GeluGateParams {
+  const __nv_bfloat16* in = nullptr;  // [num_tokens, 2 * inter] (gate | up)
+  __nv_bfloat16* out = nullptr;       // [num_tokens, inter]
+  int num_tokens = 0;
+  int inter = 0;                      // multiple of 8
+};
+std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream);
+
+// dst[r] = src[rows[r]]: picks the token rows that need logits.
+struct GatherRowsParams {
+  const __nv_bfloat16* src = nullptr;  // [*, width]
+  const int32_t* rows = nullptr;       // [num_rows]
+  __nv_bfloat16* dst = nullptr;        // [num_rows, width]
+  int num_rows = 0;
+  int width = 0;                       // multiple of 8
+};
+std::string LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream);
+
+// x = cap * tanh(x / cap), in place.
+struct SoftcapParams {
+  float* x = nullptr;  // [count]
+  int64_t count = 0;
+  float cap = 0.0f;    // > 0
+};
+std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream);
+
+}  // namespace gemma::kernels

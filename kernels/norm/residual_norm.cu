@@ -1,0 +1,72 @@
+#include "kernels/norm/residual_norm.h"
+
+#include "kernels/common/bf16_vec.cuh"
+#include "kernels/common/launch.h"
+
+namespace gemma::kernels {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxHidden = 16384;
+
+// One block per token; the row is staged in shared memory (fp32) so the two
+// reductions read it once from global memory.
+__global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
+  float* h = p.residual + base;
+  const int vecs = p.hidden / 8;
+
+  if (p.branch != nullptr) {
+    const uint4* b = reinterpret_cast<const uint4*>(p.branch + base);
+    float ss = 0.0f;
+    for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+      float f[8];
+      Unpack8(b[v], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        row[8 * v + j] = f[j];
+        ss += f[j] * f[j];
+      }
+    }
+    const float rb = rsqrtf(BlockSum(ss, scratch) / p.hidden + p.eps);
+    const float s = p.layer_scalar ? *p.layer_scalar : 1.0f;
+    for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+      const float nv = s * (h[i] + row[i] * rb * p.branch_weight[i]);
+      h[i] = nv;
+      row[i] = nv;
+    }
+  } else {
+    for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) row[i] = h[i];
+  }
+  __syncthreads();
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) ss += row[i] * row[i];
+  const float r = rsqrtf(BlockSum(ss, scratch) / p.hidden + p.eps);
+  uint4* out = reinterpret_cast<uint4*>(p.out + base);
+  for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+    float f[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = row[8 * v + j] * r * p.out_weight[8 * v + j];
+    out[v] = Pack8(f);
+  }
+}
+
+}  // namespace
+
+std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream) {
+  if (!p.residual || !p.out_weight || !p.out) return "residual_norm: null pointer";
+  if (p.branch && !p.branch_weight) return "residual_norm: branch without branch_weight";
+  if (p.num_tokens <= 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.hidden > kMaxHidden)
+    return "residual_norm: hidden must be a positive multiple of 8 up to 16384";
+  const size_t smem = static_cast<size_t>(p.hidden) * sizeof(float);
+  if (smem > 48 * 1024) {
+    cudaFuncSetAttribute(ResidualNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(smem));
+  }
+  ResidualNormKernel<<<p.num_tokens, kThreads, smem, stream>>>(p);
+  return LaunchError("residual_norm");
+}
+
+}  // namespace gemma::kernels

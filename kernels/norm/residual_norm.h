@@ -1,0 +1,33 @@
+// RMSNorm fused with Gemma 4's residual update. Per token row:
+//   if branch:  h = s * (h + rms(branch, branch_weight))   (s = *layer_scalar or 1)
+//   out = rms(h, out_weight)
+// with rms(z, w) = z / sqrt(mean(z^2) + eps) * w in fp32 (no 1 + w). One launch
+// covers "post-attention norm + residual + pre-FFN norm" and "post-FFN norm +
+// residual + layer_scalar + next layer's input norm (or the final norm)".
+//
+// Launchers validate, never allocate or synchronize, and return an error
+// message ("" on success). No engine types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace gemma::kernels {
+
+struct ResidualNormParams {
+  const __nv_bfloat16* branch = nullptr;  // [num_tokens, hidden] or nullptr: h unchanged
+  const float* branch_weight = nullptr;   // [hidden]; required with branch
+  const float* layer_scalar = nullptr;    // [1] on the device, or nullptr for 1
+  float* residual = nullptr;              // [num_tokens, hidden] fp32, updated in place
+  const float* out_weight = nullptr;      // [hidden]
+  __nv_bfloat16* out = nullptr;           // [num_tokens, hidden]
+  int num_tokens = 0;
+  int hidden = 0;                         // multiple of 8, <= 16384
+  float eps = 1e-6f;
+};
+
+std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream);
+
+}  // namespace gemma::kernels

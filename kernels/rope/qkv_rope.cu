@@ -1,0 +1,96 @@
+#include "kernels/rope/qkv_rope.h"
+
+#include "kernels/common/bf16_vec.cuh"
+#include "kernels/common/launch.h"
+
+namespace gemma::kernels {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kMaxHeadDim = 512;
+
+enum class Part { kQuery, kKey, kValue };
+
+// One warp normalizes (and for q/k rotates) one head vector of D values,
+// staged in shared memory so each lane can read its rotation partner.
+__device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const float* weight,
+                             bool rotate, int pos, const QkvRopeParams& p, float* buf) {
+  const int lane = threadIdx.x & 31;
+  const int d = p.head_dim;
+  float ss = 0.0f;
+  for (int i = lane; i < d; i += 32) {
+    const float x = __bfloat162float(src[i]);
+    buf[i] = x;
+    ss += x * x;
+  }
+  const float r = rsqrtf(WarpSum(ss) / d + p.eps);
+  for (int i = lane; i < d; i += 32) buf[i] = buf[i] * r * (weight ? weight[i] : 1.0f);
+  __syncwarp();
+  const int half = d / 2;
+  for (int i = lane; i < d; i += 32) {
+    float out = buf[i];
+    const int k = i < half ? i : i - half;
+    if (rotate && k < p.rope_pairs) {
+      const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
+      float s, c;
+      sincosf(static_cast<float>(pos) * inv_freq, &s, &c);
+      out = i < half ? buf[i] * c - buf[i + half] * s : buf[i] * c + buf[i - half] * s;
+    }
+    dst[i] = __float2bfloat16(out);
+  }
+  __syncwarp();  // buf is reused by this warp's next head
+}
+
+__global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_constant__ QkvRopeParams p) {
+  __shared__ float bufs[kWarps][kMaxHeadDim];
+  const int t = blockIdx.x;
+  const int warp = threadIdx.x >> 5;
+  const int d = p.head_dim;
+  const int kv_parts = p.k_eq_v ? 1 : 2;
+  const int width = (p.num_heads + kv_parts * p.num_kv_heads) * d;
+  const __nv_bfloat16* row = p.qkv + static_cast<size_t>(t) * width;
+  const int pos = p.positions[t];
+  const int slot = p.token_slot[t];
+  const int index = p.ring ? pos % p.capacity : pos;
+  const size_t cache_row = (static_cast<size_t>(slot) * p.capacity + index) * p.num_kv_heads * d;
+
+  const int total = p.num_heads + 2 * p.num_kv_heads;  // q heads, k heads, v heads
+  const int job = blockIdx.y * kWarps + warp;
+  if (job < total) {
+    if (job < p.num_heads) {
+      NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d,
+                   p.q_norm, true, pos, p, bufs[warp]);
+    } else if (job < p.num_heads + p.num_kv_heads) {
+      const int j = job - p.num_heads;
+      NormRopeHead(row + (p.num_heads + j) * d, p.k_cache + cache_row + j * d, p.k_norm, true, pos,
+                   p, bufs[warp]);
+    } else {
+      const int j = job - p.num_heads - p.num_kv_heads;
+      const int src_head = p.k_eq_v ? p.num_heads + j : p.num_heads + p.num_kv_heads + j;
+      NormRopeHead(row + src_head * d, p.v_cache + cache_row + j * d, nullptr, false, pos, p,
+                   bufs[warp]);
+    }
+  }
+}
+
+}  // namespace
+
+std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
+  if (!p.qkv || !p.q_norm || !p.k_norm || !p.positions || !p.token_slot || !p.q_out ||
+      !p.k_cache || !p.v_cache)
+    return "qkv_rope: null pointer";
+  if (p.num_tokens <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
+      p.num_heads % p.num_kv_heads != 0)
+    return "qkv_rope: bad head counts";
+  if (p.head_dim <= 0 || p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
+    return "qkv_rope: head_dim must be a multiple of 32 up to 512";
+  if (p.rope_pairs < 0 || p.rope_pairs > p.head_dim / 2) return "qkv_rope: bad rope_pairs";
+  if (p.num_slots <= 0 || p.capacity <= 0) return "qkv_rope: bad cache shape";
+  // One warp per head vector; blocks spread the heads so a decode step (one
+  // token) still fills several multiprocessors.
+  const dim3 grid(p.num_tokens, (p.num_heads + 2 * p.num_kv_heads + kWarps - 1) / kWarps);
+  QkvRopeKernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  return LaunchError("qkv_rope");
+}
+
+}  // namespace gemma::kernels
