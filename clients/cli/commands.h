@@ -1,0 +1,50 @@
+// gemma-cli's subcommands. Each returns the process exit code: 0 ok, 1 RPC
+// error (message printed to stderr).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gemma/v1/gemma.pb.h"
+
+namespace gemma::cli {
+
+struct CommonOptions {
+  std::string addr = "127.0.0.1:50051";
+  double timeout_s = 600;   // per call
+};
+
+// The sampling and stopping flags shared by generate and chat.
+struct GenerateOptions {
+  std::optional<float> temperature, top_p, repetition_penalty;
+  int top_k = 0;
+  float min_p = 0, presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+  std::optional<int> max_tokens, logprobs;
+  int min_tokens = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool greedy = false;
+  bool print_ids = false;   // print the generated ids after the text
+  bool verbose = false;     // print finish reason, usage and timings
+  std::string request_id;
+};
+
+// Fills sampling, stopping and logprobs of `request` from `options`.
+void ApplyGenerateOptions(const GenerateOptions& options, v1::GenerateRequest* request);
+
+int RunGenerate(const CommonOptions& common, const GenerateOptions& options,
+                const std::string& prompt, const std::vector<int32_t>& prompt_ids);
+// Reads user turns from `in` until EOF, keeping the conversation.
+int RunChat(const CommonOptions& common, const GenerateOptions& options,
+            const std::string& system_prompt, std::istream& in);
+int RunTokenize(const CommonOptions& common, const std::string& text, bool add_bos);
+int RunInfo(const CommonOptions& common);
+// Exit 0 only when the server reports SERVING for `service`.
+int RunHealth(const CommonOptions& common, const std::string& service);
+
+}  // namespace gemma::cli
