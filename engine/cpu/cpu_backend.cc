@@ -221,10 +221,10 @@ void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const flo
       float max_score = -INFINITY;
       for (int32_t u = lo; u <= pos; ++u) {
         const float* ku = key(u);
-        float s = 0;
-        for (int64_t d = 0; d < D; ++d) s += qh[d] * ku[d];
-        scores[u - lo] = s;  // scale 1.0: q and k are RMS-normed
-        max_score = std::max(max_score, s);
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d) s += (double)qh[d] * ku[d];
+        scores[u - lo] = static_cast<float>(s);  // scale 1.0: q and k are RMS-normed
+        max_score = std::max(max_score, scores[u - lo]);
       }
       double denom = 0;
       for (float& s : scores) denom += (s = std::exp(s - max_score));

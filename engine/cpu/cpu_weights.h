@@ -18,7 +18,7 @@ struct LayerParams {
 struct ModelParams {
   std::vector<float> embedding;  // [V, H], also the lm_head
   std::vector<float> final_norm;
-  float embed_scale = 1.0f;      // sqrt(H) rounded to the checkpoint dtype
+  float embed_scale = 1.0f;      // sqrt(H), unrounded (fp32 compute)
   std::vector<LayerParams> layers;
 };
 

@@ -36,11 +36,14 @@ Golden LoadGolden(const std::string& model_dir, int vocab_size) {
   int i = 0;
   for (const auto& p : j.at("prompts")) {
     GoldenPrompt g;
-    g.kind = p.value("kind", "");
-    g.text = p.value("text", "");
+    auto str = [&](const char* key) {
+      return p.contains(key) && p[key].is_string() ? p[key].get<std::string>() : std::string();
+    };
+    g.kind = str("kind");
+    g.text = str("text");
     g.ids = p.at("ids").get<std::vector<int32_t>>();
     g.greedy = p.at("greedy").get<std::vector<int32_t>>();
-    g.greedy_text = p.value("greedy_text", "");
+    g.greedy_text = str("greedy_text");
     g.margins = p.at("margins").get<std::vector<double>>();
     const std::string prefix = "prompt" + std::to_string(i++);
     g.prefill_logits = ReadTensor(**file, prefix + ".prefill_logits", int64_t(g.ids.size()) * vocab_size);

