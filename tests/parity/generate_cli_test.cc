@@ -17,7 +17,7 @@ struct Result {
   std::string out;
 };
 
-Result Run(const std::string& args) {
+Result RunGenerate(const std::string& args) {
   const std::string cmd = std::string(GEMMA_BIN_DIR) + "/gemma-generate --backend cpu " + args + " 2>/dev/null";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -38,7 +38,7 @@ TEST(GenerateCliTest, GreedyTextEqualsGolden) {
   const testing::GoldenPrompt& g = golden.prompts[0];
   ASSERT_EQ(g.text, "The quick brown fox");
   ASSERT_EQ(testing::FirstLowMarginStep(g, 1e-2), g.greedy.size()) << "every step has a clear margin";
-  const Result r = Run("--model " + kFortunes + " --prompt \"" + g.text + "\" --max-tokens " +
+  const Result r = RunGenerate("--model " + kFortunes + " --prompt \"" + g.text + "\" --max-tokens " +
                        std::to_string(g.greedy.size()) + " --greedy");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, g.greedy_text + "\n");
@@ -50,7 +50,7 @@ TEST(GenerateCliTest, PrintIdsEqualsGoldenForIdPrompts) {
     std::string ids;
     for (int32_t id : g.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
     const size_t exact = testing::FirstLowMarginStep(g, 1e-2);
-    const Result r = Run("--model " + kFortunes + " --prompt-ids " + ids + " --max-tokens " +
+    const Result r = RunGenerate("--model " + kFortunes + " --prompt-ids " + ids + " --max-tokens " +
                          std::to_string(exact) + " --greedy --print-ids");
     ASSERT_EQ(r.exit_code, 0);
     std::string expected;
@@ -60,17 +60,17 @@ TEST(GenerateCliTest, PrintIdsEqualsGoldenForIdPrompts) {
 }
 
 TEST(GenerateCliTest, BadFlagsExitWithCode2) {
-  EXPECT_EQ(Run("--prompt x --max-tokens 0").exit_code, 2);
-  EXPECT_EQ(Run("--prompt x --top-p 1.5").exit_code, 2);
-  EXPECT_EQ(Run("--prompt-ids 2,abc").exit_code, 2);
-  EXPECT_EQ(Run("--max-tokens 3").exit_code, 2);          // no prompt
-  EXPECT_EQ(Run("--prompt x --no-such-flag").exit_code, 2);
-  EXPECT_EQ(Run("--prompt x --prompt-ids 2").exit_code, 2);
-  EXPECT_EQ(Run("--prompt x --backend tpu").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--prompt x --max-tokens 0").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--prompt x --top-p 1.5").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--prompt-ids 2,abc").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--max-tokens 3").exit_code, 2);          // no prompt
+  EXPECT_EQ(RunGenerate("--prompt x --no-such-flag").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--prompt x --prompt-ids 2").exit_code, 2);
+  EXPECT_EQ(RunGenerate("--prompt x --backend tpu").exit_code, 2);
 }
 
 TEST(GenerateCliTest, MissingModelIsARuntimeError) {
-  EXPECT_EQ(Run("--model /nonexistent --prompt x").exit_code, 1);
+  EXPECT_EQ(RunGenerate("--model /nonexistent --prompt x").exit_code, 1);
 }
 
 }  // namespace
