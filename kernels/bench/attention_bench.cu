@@ -1,0 +1,246 @@
+// attention-bench: prefill throughput (autotuned vs default tile
+// configuration) and decode time per layer (length-aware vs not) at the
+// Gemma 4 31B attention shapes. Prints one JSON document, then a table.
+//
+//   attention-bench [--quick]     (--quick: 8K prefill and 8K decode only)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+
+namespace {
+
+using gemma::kernels::AttentionParams;
+
+#define CHECK_CUDA(expr)                                                                  \
+  do {                                                                                    \
+    cudaError_t err_ = (expr);                                                            \
+    if (err_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,                   \
+                   cudaGetErrorString(err_));                                             \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+void CheckLaunch(const std::string& err) {
+  if (!err.empty()) {
+    std::fprintf(stderr, "launch failed: %s\n", err.c_str());
+    std::exit(1);
+  }
+}
+
+__global__ void FillRandomBf16(__nv_bfloat16* x, size_t n, uint32_t seed, float range) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed ^ static_cast<uint32_t>(i >> 32);
+    h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
+    x[i] = __float2bfloat16((static_cast<float>(h) * 2.3283064e-10f * 2.f - 1.f) * range);
+  }
+}
+
+template <typename T>
+T* DeviceAlloc(size_t count) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, count * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+__nv_bfloat16* RandomBf16(size_t n, uint32_t seed, float range) {
+  __nv_bfloat16* p = DeviceAlloc<__nv_bfloat16>(n);
+  FillRandomBf16<<<1024, 256>>>(p, n, seed, range);
+  CHECK_CUDA(cudaGetLastError());
+  return p;
+}
+
+int* DeviceInts(const std::vector<int>& v) {
+  int* p = DeviceAlloc<int>(v.size());
+  CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(int), cudaMemcpyHostToDevice));
+  return p;
+}
+
+struct Layer {
+  const char* name;
+  int head_dim, num_heads, num_kv_heads, window;
+};
+constexpr Layer kGlobal{"global D512 GQA8", 512, 32, 4, 0};
+constexpr Layer kSliding{"sliding D256 w1024", 256, 32, 16, 1024};
+
+// Median of `reps` event-timed calls of fn (after one warm-up), in ms.
+template <typename Fn>
+float TimeMs(int reps, Fn fn) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  fn();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CUDA(cudaEventRecord(a));
+    fn();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct PrefillResult {
+  const Layer* layer;
+  int tokens;
+  std::string tuned_config;
+  float tuned_ms, default_ms, tflops_tuned;
+};
+
+PrefillResult BenchPrefill(const Layer& L, int tokens) {
+  const size_t q_elems = static_cast<size_t>(tokens) * L.num_heads * L.head_dim;
+  const size_t kv_elems = static_cast<size_t>(tokens) * L.num_kv_heads * L.head_dim;
+  __nv_bfloat16* q = RandomBf16(q_elems, 1, 0.5f);
+  __nv_bfloat16* k = RandomBf16(kv_elems, 2, 1.f);
+  __nv_bfloat16* v = RandomBf16(kv_elems, 3, 1.f);
+  __nv_bfloat16* out = DeviceAlloc<__nv_bfloat16>(q_elems);
+  int* slot = DeviceInts({0});
+  int* offsets = DeviceInts({0, tokens});
+  int* pos0 = DeviceInts({0});
+  AttentionParams p;
+  p.q = q, p.out = out, p.k_cache = k, p.v_cache = v;
+  p.num_slots = 1, p.capacity = tokens, p.ring = false;
+  p.num_heads = L.num_heads, p.num_kv_heads = L.num_kv_heads, p.head_dim = L.head_dim;
+  p.window = L.window, p.scale = 1.f;
+  p.num_seqs = 1, p.seq_slot = slot, p.q_offsets = offsets, p.q_pos0 = pos0;
+  p.max_q_len = tokens;
+
+  CheckLaunch(gemma::kernels::AutotunePrefillAttention(p, nullptr));
+  const int reps = tokens >= 131072 ? 2 : tokens >= 32768 ? 3 : 10;
+  PrefillResult r{&L, tokens, "", 0, 0, 0};
+  r.tuned_ms = TimeMs(reps, [&] { CheckLaunch(gemma::kernels::LaunchPrefillAttention(p, nullptr)); });
+  r.default_ms = TimeMs(reps, [&] {
+    CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(p, "default", nullptr));
+  });
+  double keys = 0;  // sum over queries of keys attended
+  for (long t = 0; t < tokens; ++t) keys += L.window > 0 ? std::min<long>(t + 1, L.window) : t + 1;
+  r.tflops_tuned = static_cast<float>(4.0 * L.head_dim * L.num_heads * keys / (r.tuned_ms * 1e9));
+  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets, (void*)pos0})
+    CHECK_CUDA(cudaFree(ptr));
+  return r;
+}
+
+struct DecodeResult {
+  const Layer* layer;
+  int depth, num_splits;
+  float aware_us, unaware_us, aware_gbs;
+};
+
+// One sequence (batch 1) at `depth`; the cache holds `capacity` positions
+// (global: 128K + 1; sliding: a ring of the window).
+DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
+  const bool ring = L.window > 0;
+  const size_t kv_elems = static_cast<size_t>(capacity) * L.num_kv_heads * L.head_dim;
+  const size_t q_elems = static_cast<size_t>(L.num_heads) * L.head_dim;
+  __nv_bfloat16* q = RandomBf16(q_elems, 4, 0.5f);
+  __nv_bfloat16* k = RandomBf16(kv_elems, 5, 1.f);
+  __nv_bfloat16* v = RandomBf16(kv_elems, 6, 1.f);
+  __nv_bfloat16* out = DeviceAlloc<__nv_bfloat16>(q_elems);
+  int* slot = DeviceInts({0});
+  int* offsets = DeviceInts({0, 1});
+  int* pos0 = DeviceInts({depth - 1});
+  const int splits = gemma::kernels::DecodeNumSplits(1, L.num_kv_heads, num_sms);
+  void* ws = DeviceAlloc<char>(
+      std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(1, L.num_heads, L.head_dim, splits)));
+  AttentionParams p;
+  p.q = q, p.out = out, p.k_cache = k, p.v_cache = v;
+  p.num_slots = 1, p.capacity = capacity, p.ring = ring;
+  p.num_heads = L.num_heads, p.num_kv_heads = L.num_kv_heads, p.head_dim = L.head_dim;
+  p.window = L.window, p.scale = 1.f;
+  p.num_seqs = 1, p.seq_slot = slot, p.q_offsets = offsets, p.q_pos0 = pos0, p.max_q_len = 1;
+
+  // Graph of 20 decode launches, as the engine replays them.
+  constexpr int kPerGraph = 20;
+  auto time_us = [&](bool aware) {
+    p.length_aware = aware;
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreate(&s));
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kPerGraph; ++i)
+      CheckLaunch(gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
+    CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
+    const float ms = TimeMs(7, [&] { CHECK_CUDA(cudaGraphLaunch(e, nullptr)); });
+    cudaGraphExecDestroy(e);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    return ms * 1000.f / kPerGraph;
+  };
+  DecodeResult r{&L, depth, splits, 0, 0, 0};
+  r.aware_us = time_us(true);
+  r.unaware_us = time_us(false);
+  const int keys = ring ? std::min(depth, L.window) : depth;
+  r.aware_gbs = static_cast<float>(2.0 * keys * L.num_kv_heads * L.head_dim * 2 / (r.aware_us * 1e3));
+  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets, (void*)pos0, ws})
+    CHECK_CUDA(cudaFree(ptr));
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const char* autotune = std::getenv("GEMMA_AUTOTUNE");
+  const std::vector<int> prefill_tokens =
+      quick ? std::vector<int>{8192} : std::vector<int>{8192, 32768, 131072};
+  const std::vector<int> depths =
+      quick ? std::vector<int>{8192} : std::vector<int>{512, 8192, 32768, 131072};
+
+  std::vector<PrefillResult> prefill;
+  for (const Layer* L : {&kGlobal, &kSliding})
+    for (int t : prefill_tokens) prefill.push_back(BenchPrefill(*L, t));
+  std::vector<DecodeResult> decode;
+  for (int d : depths) decode.push_back(BenchDecode(kGlobal, d, 131072 + 1, prop.multiProcessorCount));
+  for (int d : depths) decode.push_back(BenchDecode(kSliding, d, kSliding.window, prop.multiProcessorCount));
+
+  std::printf("{\"gpu\": \"%s\", \"autotune\": \"%s\", \"prefill\": [", prop.name,
+              autotune != nullptr ? autotune : "on");
+  for (size_t i = 0; i < prefill.size(); ++i) {
+    const PrefillResult& r = prefill[i];
+    std::printf("%s\n  {\"layer\": \"%s\", \"tokens\": %d, \"tuned_ms\": %.3f, \"default_ms\": %.3f, "
+                "\"tuned_tok_s\": %.0f, \"default_tok_s\": %.0f, \"tuned_tflops\": %.1f}",
+                i ? "," : "", r.layer->name, r.tokens, r.tuned_ms, r.default_ms,
+                r.tokens / (r.tuned_ms * 1e-3), r.tokens / (r.default_ms * 1e-3), r.tflops_tuned);
+  }
+  std::printf("],\n \"decode\": [");
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const DecodeResult& r = decode[i];
+    std::printf("%s\n  {\"layer\": \"%s\", \"depth\": %d, \"splits\": %d, \"aware_us\": %.2f, "
+                "\"unaware_us\": %.2f, \"aware_GBps\": %.0f}",
+                i ? "," : "", r.layer->name, r.depth, r.num_splits, r.aware_us, r.unaware_us,
+                r.aware_gbs);
+  }
+  std::printf("]}\n\n");
+
+  std::printf("%-20s %8s %12s %12s %9s %8s\n", "prefill", "tokens", "tuned tok/s",
+              "default tok/s", "speedup", "TFLOP/s");
+  for (const PrefillResult& r : prefill)
+    std::printf("%-20s %8d %12.0f %12.0f %8.2fx %8.1f\n", r.layer->name, r.tokens,
+                r.tokens / (r.tuned_ms * 1e-3), r.tokens / (r.default_ms * 1e-3),
+                r.default_ms / r.tuned_ms, r.tflops_tuned);
+  std::printf("\n%-20s %8s %6s %12s %12s %9s %8s\n", "decode (batch 1)", "depth", "splits",
+              "aware us", "unaware us", "speedup", "GB/s");
+  for (const DecodeResult& r : decode)
+    std::printf("%-20s %8d %6d %12.2f %12.2f %8.2fx %8.0f\n", r.layer->name, r.depth,
+                r.num_splits, r.aware_us, r.unaware_us, r.unaware_us / r.aware_us, r.aware_gbs);
+  return 0;
+}

@@ -1,0 +1,119 @@
+// Test support for the attention kernels: a random problem (queries, a KV
+// cache, sequences), its device copy, a float64 host reference and the error
+// measure. Inputs are bf16 bit patterns; the reference reads the same bits.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+
+namespace gemma::kernels::testing {
+
+inline uint16_t FloatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                       // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float Bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+#define CUDA_OK(expr)                                                        \
+  do {                                                                       \
+    const cudaError_t err_ = (expr);                                         \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+inline bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Owns one device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (cudaMalloc(&ptr_, bytes_ == 0 ? 1 : bytes_) != cudaSuccess) ptr_ = nullptr;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct AttentionCase {
+  int head_dim = 0, num_heads = 0, num_kv_heads = 0;
+  int window = 0, capacity = 0, num_slots = 1;
+  bool ring = false;
+  std::vector<int> q_lens, q_pos0, slots;  // per sequence
+  float q_range = 0.5f;                    // queries uniform in [-q_range, q_range]
+  // Cache rows at positions >= a sequence's length (or outside its window)
+  // hold NaN instead of random data: the kernel must never let them matter.
+  bool poison_unused_cache = false;
+  uint32_t seed = 1;
+};
+
+// Host and device copies of one random problem.
+class AttentionProblem {
+ public:
+  explicit AttentionProblem(const AttentionCase& c);
+
+  // Params for the device buffers (out is poisoned with NaN by Poison()).
+  AttentionParams Params() const;
+  cudaError_t Poison() const;
+  // out as floats; NaN where the kernel did not write.
+  std::vector<float> Output() const;
+  // float64 reference, [num_tokens, num_heads, head_dim].
+  std::vector<double> Reference() const;
+  int num_tokens() const { return offsets_.back(); }
+
+  // Replaces the sequences' positions on the device (same q_lens): for graph
+  // replay at another depth.
+  cudaError_t SetPositions(const std::vector<int>& q_pos0);
+
+  const AttentionCase& c() const { return c_; }
+
+ private:
+  size_t CacheIndex(int slot, int idx, int kv_head) const;
+
+  AttentionCase c_;
+  std::vector<int> offsets_;
+  std::vector<uint16_t> q_, k_, v_;
+  DeviceBuffer d_q_, d_out_, d_k_, d_v_, d_slot_, d_offsets_, d_pos0_;
+};
+
+struct ErrorReport {
+  double rel_error = 0;      // ||out - ref|| / ||ref||
+  long num_not_finite = 0;   // NaN/Inf in out (unwritten or broken)
+};
+ErrorReport Compare(const std::vector<float>& out, const std::vector<double>& ref);
+
+}  // namespace gemma::kernels::testing
