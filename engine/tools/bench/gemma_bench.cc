@@ -1,0 +1,205 @@
+// gemma-bench: decode and prefill throughput of the CUDA backend at batch 1,
+// plus the decode GEMV's bandwidth on the model's linear shapes.
+//
+// One sequence is grown by prefill (real forward passes, chunked by the
+// backend) to each depth in turn; at each depth a run of greedy decode steps
+// is timed. Prefill tok/s at depth d = d / (prefill time to reach d), decode
+// steps excluded. Results: a table on stdout and JSON (--json).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/tools/bench/gemv_bench.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace gemma {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Flags {
+  std::string model_dir, config_dir, json_path;
+  bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
+  bool skip_gemv = false;
+  std::vector<int> depths = {512, 8192, 32768, 131072};
+  int decode_tokens = 32;
+};
+
+struct DepthResult {
+  int depth = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, decode_ms = 0;
+};
+
+// Deterministic pseudo-random prompt tokens (no ids below 3: pad/eos/bos).
+std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    ids[i] = 3 + static_cast<int32_t>((seed >> 8) % static_cast<uint32_t>(vocab - 3));
+  }
+  return ids;
+}
+
+// Prefill chunk sizes of every attention shape bucket, so autotuning happens
+// here and not inside the timed region.
+absl::Status WarmUp(CudaBackend& b) {
+  int pos = 0;
+  std::vector<int32_t> next;
+  for (int n = 64; n <= 2048 && pos + n < b.max_context() - 8; n *= 2) {
+    auto ids = PromptTokens(n, b.config().vocab_size, n);
+    SequenceChunk c{0, ids, pos, false};
+    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+    pos += n;
+  }
+  for (int s = 0; s < 3; ++s) {
+    int32_t id = next[0];
+    SequenceChunk c{0, {&id, 1}, pos++, false};
+    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+  }
+  b.ResetSlot(0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& f) {
+  std::vector<DepthResult> results;
+  int pos = 0;
+  double prefill_s = 0;
+  std::vector<int32_t> next = {3};
+  for (int depth : f.depths) {
+    if (depth <= pos) continue;
+    auto ids = PromptTokens(depth - pos, b.config().vocab_size, depth);
+    SequenceChunk c{0, ids, pos, false};
+    const auto t0 = Clock::now();
+    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+    prefill_s += Seconds(t0, Clock::now());
+    pos = depth;
+    DepthResult r;
+    r.depth = depth;
+    r.prefill_tok_s = depth / prefill_s;
+    Clock::time_point start;
+    for (int s = 0; s < f.decode_tokens + 2; ++s) {  // two untimed warm-up steps
+      if (s == 2) start = Clock::now();
+      int32_t id = next[0];
+      SequenceChunk d{0, {&id, 1}, pos++, false};
+      if (auto st = b.ForwardGreedy({&d, 1}, &next); !st.ok()) return st;
+    }
+    const double secs = Seconds(start, Clock::now());
+    r.decode_tok_s = f.decode_tokens / secs;
+    r.decode_ms = 1e3 * secs / f.decode_tokens;
+    spdlog::info("bench: depth {}: prefill {:.0f} tok/s, decode {:.2f} tok/s", depth, r.prefill_tok_s,
+                 r.decode_tok_s);
+    results.push_back(r);
+  }
+  return results;
+}
+
+int Run(const Flags& f) {
+  if (f.no_autotune) setenv("GEMMA_AUTOTUNE", "0", 1);
+  BackendOptions o;
+  o.backend = "cuda";
+  o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
+  o.random_weights = f.random_weights;
+  o.max_slots = 1;
+  const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
+  o.max_context = max_depth + static_cast<int>(f.depths.size()) * (f.decode_tokens + 2) + 16;
+  o.use_cuda_graphs = !f.no_graphs;
+  CudaTuning t;
+  t.autotune_gemv = !f.no_autotune;
+  t.length_aware = !f.no_length_aware;
+  const auto t0 = Clock::now();
+  auto backend = CreateCudaBackendWithTuning(o, t);
+  if (!backend.ok()) {
+    spdlog::error("{}", backend.status().ToString());
+    return 1;
+  }
+  CudaBackend& b = **backend;
+  if (b.max_context() < o.max_context) {
+    spdlog::error("model max context {} < needed {}", b.max_context(), o.max_context);
+    return 1;
+  }
+  const double load_s = Seconds(t0, Clock::now());
+  if (auto st = WarmUp(b); !st.ok()) {
+    spdlog::error("warm-up: {}", st.ToString());
+    return 1;
+  }
+  auto results = RunDepths(b, f);
+  if (!results.ok()) {
+    spdlog::error("{}", results.status().ToString());
+    return 1;
+  }
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  const double used_gib = (total_b - free_b) / double(1 << 30);
+  std::vector<GemvBenchRow> gemv;
+  if (!f.skip_gemv) gemv = RunGemvBench(b.config());
+
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  nlohmann::json j;
+  j["gpu"] = prop.name;
+  j["model"] = o.model_dir;
+  j["random_weights"] = f.random_weights;
+  j["graphs"] = !f.no_graphs;
+  j["length_aware"] = !f.no_length_aware;
+  j["autotune"] = !f.no_autotune;
+  j["weights_gb"] = b.weight_bytes() / 1e9;
+  j["kv_cache_gb"] = b.kv_cache_bytes() / 1e9;
+  j["gpu_memory_used_gib"] = used_gib;
+  j["load_s"] = load_s;
+  j["kv_fill"] = "prefill";
+  for (const auto& r : *results)
+    j["depths"].push_back({{"depth", r.depth}, {"prefill_tok_s", r.prefill_tok_s},
+                           {"decode_tok_s", r.decode_tok_s}, {"decode_ms", r.decode_ms}});
+  for (const auto& g : gemv)
+    j["gemv"].push_back({{"n", g.n}, {"k", g.k}, {"variant", g.variant}, {"us", g.us}, {"tb_s", g.tb_s}});
+  if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
+
+  std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s)\n", prop.name,
+              f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
+              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on");
+  std::printf("weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", b.weight_bytes() / 1e9,
+              b.kv_cache_bytes() / 1e9, used_gib);
+  for (const auto& g : gemv)
+    std::printf("gemv %6d x %5d  %-6s %8.1f us  %5.2f TB/s\n", g.n, g.k, g.variant.c_str(), g.us, g.tb_s);
+  std::printf("%8s %14s %14s %10s\n", "depth", "prefill tok/s", "decode tok/s", "ms/token");
+  for (const auto& r : *results)
+    std::printf("%8d %14.0f %14.2f %10.2f\n", r.depth, r.prefill_tok_s, r.decode_tok_s, r.decode_ms);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gemma
+
+int main(int argc, char** argv) {
+  gemma::Flags f;
+  CLI::App app{"gemma-bench: CUDA backend throughput"};
+  auto* model = app.add_option("--model", f.model_dir, "model directory (config + safetensors)");
+  auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
+  app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
+  app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
+  app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
+  app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
+  app.add_flag("--skip-gemv", f.skip_gemv, "skip the GEMV bandwidth table");
+  app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
+  app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
+  app.add_option("--json", f.json_path, "write results as JSON here");
+  model->excludes(config);
+  CLI11_PARSE(app, argc, argv);
+  if (f.random_weights == f.config_dir.empty() || f.model_dir.empty() == f.config_dir.empty()) {
+    std::fprintf(stderr, "use --model DIR, or --config DIR --random-weights\n");
+    return 2;
+  }
+  std::sort(f.depths.begin(), f.depths.end());
+  return gemma::Run(f);
+}
