@@ -58,8 +58,9 @@ struct CudaBackend::Impl {
 
 absl::Status CudaBackend::Impl::LoadWeights() {
   if (options.random_weights) {
-    GEMMA_STATUS_RETURN_IF_ERROR(LoadModelConfig(options.model_dir).status());
-    config = *LoadModelConfig(options.model_dir);
+    auto parsed = LoadModelConfig(options.model_dir);
+    if (!parsed.ok()) return parsed.status();
+    config = *parsed;
     auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream);
     if (!w.ok()) return w.status();
     weights = std::move(*w);

@@ -15,9 +15,9 @@ absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots
     if (s.is_global()) {
       kv.capacity = max_context;
     } else {
-      // A ring never needs more than the context, where it degenerates to a
-      // plain array (p % capacity == p).
-      kv.capacity = std::min(max_context, config.sliding_window + max_chunk_tokens - 1);
+      // Sized by the window and the pass, never by the context (attention.h
+      // requires capacity >= window + max_q_len - 1).
+      kv.capacity = config.sliding_window + max_chunk_tokens - 1;
       kv.ring = true;
     }
     cache.layers_.push_back(kv);

@@ -15,7 +15,9 @@ __host__ __device__ inline uint64_t Mix(uint64_t z) {
 __host__ __device__ inline float Value(uint64_t seed, int64_t index, float mean, float stddev) {
   const uint64_t h = Mix(seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(index));
   const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-  return mean + stddev * 1.7320508f * (2.0f * u - 1.0f);
+  // Explicit fmaf on both sides: host and device then round identically
+  // (nvcc would otherwise contract a*b+c differently from the host compiler).
+  return fmaf(stddev * 1.7320508f, fmaf(2.0f, u, -1.0f), mean);
 }
 
 __global__ void RandomFillKernel(const __grid_constant__ RandomFillParams p) {
