@@ -42,33 +42,25 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::stri
   return result;
 }
 
-}  // namespace
+// What Checkpoint::Open assembles before moving it into the Checkpoint.
+struct OpenedFiles {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, TensorRef> tensors;
+};
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& model_dir) {
-  auto checkpoint = std::unique_ptr<Checkpoint>(new Checkpoint());
-  const fs::path dir(model_dir);
-  std::error_code ec;
-  if (fs::exists(dir / kSingleFile, ec)) {
-    MODEL_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open((dir / kSingleFile).string()));
-    for (const auto& [name, info] : file->header().tensors) {
-      checkpoint->tensors_[name] = TensorRef{&info, file.get()};
-    }
-    checkpoint->files_.push_back(std::move(file));
-    return checkpoint;
-  }
-  const std::string index_path = (dir / kIndexFile).string();
-  if (!fs::exists(index_path, ec)) {
-    return absl::NotFoundError(model_internal::Cat("no ", kSingleFile, " or ", kIndexFile, " in ",
-                                            model_dir));
-  }
+// Opens the shards of `index_path` and checks each holds exactly the
+// tensors the index assigns to it.
+absl::StatusOr<OpenedFiles> OpenShards(const fs::path& dir, const std::string& index_path) {
   MODEL_ASSIGN_OR_RETURN(auto weight_map, ReadWeightMap(index_path));
   std::set<std::string> shard_names;
   for (const auto& [tensor, shard] : weight_map) shard_names.insert(shard);
+  OpenedFiles opened;
   for (const std::string& shard : shard_names) {
     const std::string shard_path = (dir / shard).string();
+    std::error_code ec;
     if (!fs::exists(shard_path, ec)) {
       return absl::NotFoundError(model_internal::Cat(index_path, " lists shard ", shard,
-                                              ", which does not exist"));
+                                                     ", which does not exist"));
     }
     MODEL_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(shard_path));
     for (const auto& [name, info] : file->header().tensors) {
@@ -80,18 +72,52 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       if (listed->second != shard) {
         return absl::InvalidArgumentError(
             model_internal::Cat("tensor ", name, " is in ", shard_path, " but ", index_path,
-                         " assigns it to ", (dir / listed->second).string()));
+                                " assigns it to ", (dir / listed->second).string()));
       }
-      checkpoint->tensors_[name] = TensorRef{&info, file.get()};
+      opened.tensors[name] = TensorRef{&info, file.get()};
     }
-    checkpoint->files_.push_back(std::move(file));
+    opened.files.push_back(std::move(file));
   }
   for (const auto& [tensor, shard] : weight_map) {
-    if (checkpoint->tensors_.count(tensor) == 0) {
-      return absl::InvalidArgumentError(model_internal::Cat(index_path, " maps tensor ", tensor, " to ",
-                                                     shard, ", which does not contain it"));
+    if (opened.tensors.count(tensor) == 0) {
+      return absl::InvalidArgumentError(model_internal::Cat(
+          index_path, " maps tensor ", tensor, " to ", shard, ", which does not contain it"));
     }
   }
+  return opened;
+}
+
+absl::StatusOr<OpenedFiles> OpenSingle(const std::string& path) {
+  OpenedFiles opened;
+  MODEL_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+  for (const auto& [name, info] : file->header().tensors) {
+    opened.tensors[name] = TensorRef{&info, file.get()};
+  }
+  opened.files.push_back(std::move(file));
+  return opened;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& model_dir) {
+  const fs::path dir(model_dir);
+  const std::string single_path = (dir / kSingleFile).string();
+  const std::string index_path = (dir / kIndexFile).string();
+  std::error_code ec;
+  absl::StatusOr<OpenedFiles> opened;
+  // Like transformers: a single file wins over an index next to it.
+  if (fs::exists(single_path, ec)) {
+    opened = OpenSingle(single_path);
+  } else if (fs::exists(index_path, ec)) {
+    opened = OpenShards(dir, index_path);
+  } else {
+    return absl::NotFoundError(
+        model_internal::Cat("no ", kSingleFile, " or ", kIndexFile, " in ", model_dir));
+  }
+  if (!opened.ok()) return opened.status();
+  auto checkpoint = std::unique_ptr<Checkpoint>(new Checkpoint());
+  checkpoint->files_ = std::move(opened->files);
+  checkpoint->tensors_ = std::move(opened->tensors);
   return checkpoint;
 }
 
