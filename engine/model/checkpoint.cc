@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "engine/model/str_cat.h"
 #include "engine/model/json_fields.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma {
 namespace {
@@ -34,7 +34,8 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const std::stri
     const std::string name = shard.get<std::string>();
     // Shards live beside the index; anything else is a malformed index.
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-      return weight_map.Error(tensor, model_internal::Cat("names \"", name, "\", not a shard file"));
+      return weight_map.Error(tensor,
+                              model_internal::Cat("names \"", name, "\", not a shard file"));
     }
     result[tensor] = name;
   }
@@ -59,8 +60,8 @@ absl::StatusOr<OpenedFiles> OpenShards(const fs::path& dir, const std::string& i
     const std::string shard_path = (dir / shard).string();
     std::error_code ec;
     if (!fs::exists(shard_path, ec)) {
-      return absl::NotFoundError(model_internal::Cat(index_path, " lists shard ", shard,
-                                                     ", which does not exist"));
+      return absl::NotFoundError(
+          model_internal::Cat(index_path, " lists shard ", shard, ", which does not exist"));
     }
     MODEL_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(shard_path));
     for (const auto& [name, info] : file->header().tensors) {

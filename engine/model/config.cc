@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "engine/model/str_cat.h"
 #include "engine/model/config_internal.h"
 #include "engine/model/json_fields.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma {
 namespace {
@@ -37,7 +37,7 @@ absl::Status ParseArchitecture(const JsonFields& root, ModelConfig* config) {
     config->multimodal = false;
     if (root.Has("text_config")) {
       return root.Error("text_config", model_internal::Cat("is present but architectures is ",
-                                                    kTextArch, " (text-only)"));
+                                                           kTextArch, " (text-only)"));
     }
   } else {
     return root.Unsupported("architectures",
@@ -77,19 +77,16 @@ absl::Status ParseShapes(const JsonFields& text, ModelConfig* config) {
   MODEL_ASSIGN_OR_RETURN(config->hidden_size, RequireInt(text, "hidden_size", 1, kMaxDim));
   MODEL_ASSIGN_OR_RETURN(config->intermediate_size,
                          RequireInt(text, "intermediate_size", 1, kMaxDim));
-  MODEL_ASSIGN_OR_RETURN(config->num_layers,
-                         RequireInt(text, "num_hidden_layers", 1, kMaxLayers));
-  MODEL_ASSIGN_OR_RETURN(config->num_heads,
-                         RequireInt(text, "num_attention_heads", 1, kMaxHeads));
-  MODEL_ASSIGN_OR_RETURN(config->sliding_window,
-                         RequireInt(text, "sliding_window", 1, kMaxInt32));
+  MODEL_ASSIGN_OR_RETURN(config->num_layers, RequireInt(text, "num_hidden_layers", 1, kMaxLayers));
+  MODEL_ASSIGN_OR_RETURN(config->num_heads, RequireInt(text, "num_attention_heads", 1, kMaxHeads));
+  MODEL_ASSIGN_OR_RETURN(config->sliding_window, RequireInt(text, "sliding_window", 1, kMaxInt32));
   MODEL_ASSIGN_OR_RETURN(config->max_position_embeddings,
                          RequireInt(text, "max_position_embeddings", 1, kMaxInt32));
   MODEL_ASSIGN_OR_RETURN(config->hidden_activation, text.String("hidden_activation"));
   if (config->hidden_activation != "gelu_pytorch_tanh") {
     return text.Unsupported("hidden_activation",
                             model_internal::Cat("is \"", config->hidden_activation,
-                                         "\", only gelu_pytorch_tanh is implemented"));
+                                                "\", only gelu_pytorch_tanh is implemented"));
   }
   return ParseFloats(text, config);
 }
@@ -120,13 +117,14 @@ absl::Status CheckUnsupported(const JsonFields& text, const JsonFields& root) {
 absl::Status AppendEosIds(const JsonFields& owner, int vocab_size, std::vector<int32_t>* ids) {
   const json* value = owner.Get("eos_token_id");
   if (value == nullptr) return absl::OkStatus();
-  std::vector<json> items = value->is_array() ? value->get<std::vector<json>>()
-                                              : std::vector<json>{*value};
+  std::vector<json> items =
+      value->is_array() ? value->get<std::vector<json>>() : std::vector<json>{*value};
   for (const json& item : items) {
     int64_t id = -1;
     if (!model_internal::JsonToInt64(item, &id) || id < 0 || id >= vocab_size) {
-      return owner.Error("eos_token_id", model_internal::Cat("must be token ids in [0, ", vocab_size,
-                                                      ") (an int or a list of ints)"));
+      return owner.Error("eos_token_id",
+                         model_internal::Cat("must be token ids in [0, ", vocab_size,
+                                             ") (an int or a list of ints)"));
     }
     if (std::find(ids->begin(), ids->end(), id) == ids->end()) {
       ids->push_back(static_cast<int32_t>(id));
@@ -193,10 +191,10 @@ int64_t ModelConfig::num_parameters() const {
   for (const LayerSpec& l : layers) {
     const int64_t q = int64_t{num_heads} * l.head_dim;
     const int64_t kv = int64_t{l.num_kv_heads} * l.head_dim;
-    total += 2 * q * h;                     // q_proj, o_proj
-    total += (l.k_eq_v ? 1 : 2) * kv * h;   // k_proj (+ v_proj)
-    total += 2 * int64_t{l.head_dim};       // q_norm, k_norm
-    total += 4 * h + 3 * i * h + 1;         // four norms, MLP, layer_scalar
+    total += 2 * q * h;                    // q_proj, o_proj
+    total += (l.k_eq_v ? 1 : 2) * kv * h;  // k_proj (+ v_proj)
+    total += 2 * int64_t{l.head_dim};      // q_norm, k_norm
+    total += 4 * h + 3 * i * h + 1;        // four norms, MLP, layer_scalar
   }
   return total;
 }

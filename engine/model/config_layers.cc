@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "engine/model/str_cat.h"
 #include "engine/model/config_internal.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma::model_internal {
 namespace {
@@ -29,9 +29,8 @@ absl::StatusOr<std::vector<LayerType>> ParseLayerTypes(const JsonFields& text, i
   if (types == nullptr) return text.Error("layer_types", "is missing");
   if (!types->is_array()) return text.Error("layer_types", "must be a list");
   if (types->size() != static_cast<size_t>(num_layers)) {
-    return text.Error("layer_types", Cat("has ", types->size(),
-                                                  " entries but num_hidden_layers is ",
-                                                  num_layers));
+    return text.Error("layer_types",
+                      Cat("has ", types->size(), " entries but num_hidden_layers is ", num_layers));
   }
   std::vector<LayerType> result;
   for (size_t i = 0; i < types->size(); ++i) {
@@ -41,9 +40,9 @@ absl::StatusOr<std::vector<LayerType>> ParseLayerTypes(const JsonFields& text, i
     } else if (t.is_string() && t.get<std::string>() == kGlobalType) {
       result.push_back(LayerType::kGlobal);
     } else {
-      return text.Error(Cat("layer_types[", i, "]"),
-                        Cat("is ", t.dump(), "; expected \"", kSlidingType,
-                                     "\" or \"", kGlobalType, "\""));
+      return text.Error(
+          Cat("layer_types[", i, "]"),
+          Cat("is ", t.dump(), "; expected \"", kSlidingType, "\" or \"", kGlobalType, "\""));
     }
   }
   return result;
@@ -72,44 +71,43 @@ absl::StatusOr<std::map<int, LayerOverride>> ParsePerLayerConfig(
   if (!text.Has("per_layer_config")) return result;
   MODEL_ASSIGN_OR_RETURN(JsonFields plc, text.Object("per_layer_config"));
   for (const auto& [key, value] : plc.object().items()) {
-    const bool digits = !key.empty() && key.size() <= 6 &&
-                        std::all_of(key.begin(), key.end(), absl::ascii_isdigit);
+    const bool digits =
+        !key.empty() && key.size() <= 6 && std::all_of(key.begin(), key.end(), absl::ascii_isdigit);
     const int layer = digits ? std::stoi(key) : -1;
     if (layer < 0 || layer >= static_cast<int>(types.size())) {
       return plc.Error(key, Cat("is not a layer index in [0, ", types.size(), ")"));
     }
     if (types[layer] != LayerType::kGlobal) {
       return plc.Error(key, Cat("names sliding layer ", layer,
-                                         "; per_layer_config is only for full_attention layers"));
+                                "; per_layer_config is only for full_attention layers"));
     }
     if (result.count(layer) != 0) {
       return plc.Error(key, Cat("repeats layer ", layer));
     }
     if (!value.is_object()) return plc.Error(key, "must be an object");
-    MODEL_ASSIGN_OR_RETURN(result[layer],
-                           ParseOverrideEntry(JsonFields(value, plc.source(),
-                                                         plc.FieldName(key) + ".")));
+    MODEL_ASSIGN_OR_RETURN(result[layer], ParseOverrideEntry(JsonFields(value, plc.source(),
+                                                                        plc.FieldName(key) + ".")));
   }
   return result;
 }
 
 // A global layer's value: the per-layer entry or the explicit global field;
 // both present must agree, neither present is an error naming the field.
-absl::StatusOr<int> GlobalValue(const JsonFields& text, std::string_view global_key,
-                                int64_t max, std::optional<int> per_layer, int layer) {
+absl::StatusOr<int> GlobalValue(const JsonFields& text, std::string_view global_key, int64_t max,
+                                std::optional<int> per_layer, int layer) {
   std::optional<int> global;
   if (text.Has(global_key)) {
     MODEL_ASSIGN_OR_RETURN(int64_t v, text.Int(global_key, 1, max));
     global = static_cast<int>(v);
   }
   if (per_layer && global && *per_layer != *global) {
-    return text.Error(global_key, Cat("is ", *global, " but per_layer_config gives ",
-                                               *per_layer, " for layer ", layer));
+    return text.Error(global_key, Cat("is ", *global, " but per_layer_config gives ", *per_layer,
+                                      " for layer ", layer));
   }
   if (per_layer) return *per_layer;
   if (global) return *global;
   return text.Error(global_key, Cat("is missing (and per_layer_config has no entry ",
-                                             "for global layer ", layer, ")"));
+                                    "for global layer ", layer, ")"));
 }
 
 struct RopeSpec {
@@ -123,8 +121,8 @@ absl::StatusOr<RopeSpec> ParseRope(const JsonFields& rope_params, std::string_vi
   RopeSpec spec;
   MODEL_ASSIGN_OR_RETURN(std::string rope_type, rope.String("rope_type"));
   if (rope_type != "default" && rope_type != "proportional") {
-    return rope.Unsupported("rope_type", Cat("is \"", rope_type,
-                                                      "\"; expected default or proportional"));
+    return rope.Unsupported("rope_type",
+                            Cat("is \"", rope_type, "\"; expected default or proportional"));
   }
   spec.proportional = rope_type == "proportional";
   MODEL_ASSIGN_OR_RETURN(double theta, rope.Number("rope_theta"));
@@ -149,9 +147,9 @@ absl::Status SetRope(const JsonFields& text, const RopeSpec& rope, std::string_v
   spec->rope_theta = rope.theta;
   const double pairs = rope.partial_factor * spec->head_dim / 2.0;
   if (std::abs(pairs - std::round(pairs)) > 1e-9 || std::round(pairs) < 1) {
-    return text.Error(Cat("rope_parameters.", type, ".partial_rotary_factor"),
-                      Cat("times head_dim ", spec->head_dim,
-                                   " / 2 is not a whole number of pairs"));
+    return text.Error(
+        Cat("rope_parameters.", type, ".partial_rotary_factor"),
+        Cat("times head_dim ", spec->head_dim, " / 2 is not a whole number of pairs"));
   }
   spec->rope_pairs = static_cast<int>(std::round(pairs));
   return absl::OkStatus();
@@ -163,11 +161,11 @@ absl::Status CheckHeads(const JsonFields& text, const LayerSpec& spec, int num_h
                       Cat("must be even (rotate-half RoPE), got ", spec.head_dim));
   }
   if (num_heads % spec.num_kv_heads != 0) {
-    return text.Error("num_attention_heads",
-                      Cat("(", num_heads, ") is not divisible by the ",
-                                   spec.num_kv_heads, " key/value heads of layer ", layer,
-                                   spec.is_global() ? " (num_global_key_value_heads)"
-                                                    : " (num_key_value_heads)"));
+    return text.Error(
+        "num_attention_heads",
+        Cat("(", num_heads, ") is not divisible by the ", spec.num_kv_heads,
+            " key/value heads of layer ", layer,
+            spec.is_global() ? " (num_global_key_value_heads)" : " (num_key_value_heads)"));
   }
   return absl::OkStatus();
 }
@@ -175,8 +173,7 @@ absl::Status CheckHeads(const JsonFields& text, const LayerSpec& spec, int num_h
 }  // namespace
 
 absl::Status ParseLayerSpecs(const JsonFields& text, ModelConfig* config) {
-  MODEL_ASSIGN_OR_RETURN(std::vector<LayerType> types,
-                         ParseLayerTypes(text, config->num_layers));
+  MODEL_ASSIGN_OR_RETURN(std::vector<LayerType> types, ParseLayerTypes(text, config->num_layers));
   MODEL_ASSIGN_OR_RETURN(auto overrides, ParsePerLayerConfig(text, types));
   MODEL_ASSIGN_OR_RETURN(int64_t head_dim, text.Int("head_dim", 1, kMaxHeadDim));
   MODEL_ASSIGN_OR_RETURN(int64_t kv_heads, text.Int("num_key_value_heads", 1, kMaxHeads));
@@ -199,9 +196,8 @@ absl::Status ParseLayerSpecs(const JsonFields& text, ModelConfig* config) {
       const LayerOverride& o = overrides[i];
       MODEL_ASSIGN_OR_RETURN(spec.head_dim,
                              GlobalValue(text, "global_head_dim", kMaxHeadDim, o.head_dim, i));
-      MODEL_ASSIGN_OR_RETURN(spec.num_kv_heads,
-                             GlobalValue(text, "num_global_key_value_heads", kMaxHeads,
-                                         o.num_kv_heads, i));
+      MODEL_ASSIGN_OR_RETURN(spec.num_kv_heads, GlobalValue(text, "num_global_key_value_heads",
+                                                            kMaxHeads, o.num_kv_heads, i));
       spec.k_eq_v = k_eq_v;
     } else {
       spec.head_dim = static_cast<int>(head_dim);

@@ -20,8 +20,7 @@ absl::StatusOr<json> ParseJson(std::string_view text, std::string_view source) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
       if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty() &&
-               parsed.is_string()) {
+    } else if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
       const std::string& key = parsed.get_ref<const std::string&>();
       if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
     }
@@ -34,8 +33,7 @@ absl::StatusOr<json> ParseJson(std::string_view text, std::string_view source) {
     return absl::InvalidArgumentError(Cat(source, ": invalid JSON: ", e.what()));
   }
   if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(
-        Cat(source, ": duplicate JSON key \"", duplicate, "\""));
+    return absl::InvalidArgumentError(Cat(source, ": duplicate JSON key \"", duplicate, "\""));
   }
   return root;
 }
@@ -66,17 +64,14 @@ const json* JsonFields::Get(std::string_view key) const {
 
 bool JsonFields::Has(std::string_view key) const { return Get(key) != nullptr; }
 
-std::string JsonFields::FieldName(std::string_view key) const {
-  return Cat(path_, key);
-}
+std::string JsonFields::FieldName(std::string_view key) const { return Cat(path_, key); }
 
 absl::Status JsonFields::Error(std::string_view key, std::string_view what) const {
   return absl::InvalidArgumentError(Cat(source_, ": ", path_, key, " ", what));
 }
 
 absl::Status JsonFields::Unsupported(std::string_view key, std::string_view what) const {
-  return absl::UnimplementedError(
-      Cat(source_, ": ", path_, key, " ", what, " (unsupported)"));
+  return absl::UnimplementedError(Cat(source_, ": ", path_, key, " ", what, " (unsupported)"));
 }
 
 absl::StatusOr<int64_t> JsonFields::Int(std::string_view key, int64_t min, int64_t max) const {

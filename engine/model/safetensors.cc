@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "engine/model/str_cat.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma {
 namespace {
@@ -48,7 +48,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     return absl::InvalidArgumentError(model_internal::Cat(path, ": not a regular file"));
   }
   if (st.st_size == 0) {
-    return absl::InvalidArgumentError(model_internal::Cat(path, ": empty file, not a safetensors file"));
+    return absl::InvalidArgumentError(
+        model_internal::Cat(path, ": empty file, not a safetensors file"));
   }
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;

@@ -5,11 +5,11 @@
 #include <limits>
 
 #include "absl/status/status.h"
-#include "engine/model/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/json_fields.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma {
 namespace {
@@ -30,11 +30,21 @@ struct DTypeEntry {
 // names outside DType map to kOther but keep their size so byte lengths
 // are still checked.
 constexpr std::array<DTypeEntry, 15> kDTypes = {{
-    {"BF16", DType::kBF16, 2},  {"F16", DType::kF16, 2},      {"F32", DType::kF32, 4},
-    {"F8_E4M3", DType::kF8E4M3, 1}, {"I32", DType::kI32, 4},  {"I64", DType::kI64, 8},
-    {"F64", DType::kOther, 8},  {"F8_E5M2", DType::kOther, 1}, {"BOOL", DType::kOther, 1},
-    {"U8", DType::kOther, 1},   {"I8", DType::kOther, 1},     {"I16", DType::kOther, 2},
-    {"U16", DType::kOther, 2},  {"U32", DType::kOther, 4},    {"U64", DType::kOther, 8},
+    {"BF16", DType::kBF16, 2},
+    {"F16", DType::kF16, 2},
+    {"F32", DType::kF32, 4},
+    {"F8_E4M3", DType::kF8E4M3, 1},
+    {"I32", DType::kI32, 4},
+    {"I64", DType::kI64, 8},
+    {"F64", DType::kOther, 8},
+    {"F8_E5M2", DType::kOther, 1},
+    {"BOOL", DType::kOther, 1},
+    {"U8", DType::kOther, 1},
+    {"I8", DType::kOther, 1},
+    {"I16", DType::kOther, 2},
+    {"U16", DType::kOther, 2},
+    {"U32", DType::kOther, 4},
+    {"U64", DType::kOther, 8},
 }};
 
 const DTypeEntry* FindDType(std::string_view name) {
@@ -81,10 +91,10 @@ absl::Status ParseOffsets(const json& entry, std::string_view source, std::strin
                        "\"data_offsets\" must be a list of two non-negative integers");
   }
   if (begin > end || static_cast<uint64_t>(end) > data_size) {
-    return TensorError(source, name,
-                       model_internal::Cat("data_offsets [", begin, ", ", end,
-                                    "] out of range of the data section (", data_size,
-                                    " bytes)"));
+    return TensorError(
+        source, name,
+        model_internal::Cat("data_offsets [", begin, ", ", end,
+                            "] out of range of the data section (", data_size, " bytes)"));
   }
   info->data_begin = static_cast<uint64_t>(begin);
   info->data_end = static_cast<uint64_t>(end);
@@ -110,10 +120,10 @@ absl::StatusOr<TensorInfo> ParseTensor(const std::string& name, const json& entr
   if (__builtin_mul_overflow(static_cast<uint64_t>(info.num_elements()),
                              static_cast<uint64_t>(known->size), &expected) ||
       expected != info.data_end - info.data_begin) {
-    return TensorError(source, name,
-                       model_internal::Cat("byte length ", info.data_end - info.data_begin,
-                                    " does not match ", info.dtype_name, " shape [",
-                                    absl::StrJoin(info.shape, ", "), "]"));
+    return TensorError(
+        source, name,
+        model_internal::Cat("byte length ", info.data_end - info.data_begin, " does not match ",
+                            info.dtype_name, " shape [", absl::StrJoin(info.shape, ", "), "]"));
   }
   return info;
 }
@@ -121,7 +131,8 @@ absl::StatusOr<TensorInfo> ParseTensor(const std::string& name, const json& entr
 absl::Status ParseMetadata(const json& value, std::string_view source,
                            std::map<std::string, std::string>* metadata) {
   if (!value.is_object()) {
-    return absl::InvalidArgumentError(model_internal::Cat(source, ": __metadata__ must be an object"));
+    return absl::InvalidArgumentError(
+        model_internal::Cat(source, ": __metadata__ must be an object"));
   }
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
@@ -140,15 +151,14 @@ absl::Status CheckNoOverlap(const std::map<std::string, TensorInfo>& tensors,
   for (const auto& [name, info] : tensors) {
     if (info.data_end > info.data_begin) sorted.push_back(&info);
   }
-  std::sort(sorted.begin(), sorted.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->data_begin < b->data_begin;
-  });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->data_begin < b->data_begin; });
   const TensorInfo* furthest = nullptr;  // the tensor ending last so far
   for (const TensorInfo* info : sorted) {
     if (furthest != nullptr && info->data_begin < furthest->data_end) {
-      return absl::InvalidArgumentError(
-          model_internal::Cat(source, ": tensors \"", furthest->name, "\" and \"", info->name,
-                       "\" overlap in the data section"));
+      return absl::InvalidArgumentError(model_internal::Cat(source, ": tensors \"", furthest->name,
+                                                            "\" and \"", info->name,
+                                                            "\" overlap in the data section"));
     }
     if (furthest == nullptr || info->data_end > furthest->data_end) furthest = info;
   }
@@ -178,15 +188,15 @@ int64_t TensorInfo::num_elements() const {
   return n;
 }
 
-absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes,
-                                                         uint64_t file_size,
+absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes, uint64_t file_size,
                                                          std::string_view source) {
   auto fail = [&](std::string_view what) {
     return absl::InvalidArgumentError(model_internal::Cat(source, ": ", what));
   };
   if (bytes.size() > file_size) return fail("buffer is larger than the file size");
   if (bytes.size() < kLengthPrefixBytes) {
-    return fail(model_internal::Cat("file of ", file_size, " bytes is too small for a safetensors header"));
+    return fail(
+        model_internal::Cat("file of ", file_size, " bytes is too small for a safetensors header"));
   }
   uint64_t header_len = 0;
   for (size_t i = 0; i < kLengthPrefixBytes; ++i) {
@@ -194,14 +204,16 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(std::string_view bytes,
   }
   if (header_len > kMaxHeaderBytes) {
     return fail(model_internal::Cat("header length ", header_len, " exceeds the ", kMaxHeaderBytes,
-                             "-byte limit"));
+                                    "-byte limit"));
   }
   if (header_len > file_size - kLengthPrefixBytes) {
-    return fail(model_internal::Cat("header length ", header_len, " runs past the end of the file (",
-                             file_size, " bytes); truncated?"));
+    return fail(model_internal::Cat("header length ", header_len,
+                                    " runs past the end of the file (", file_size,
+                                    " bytes); truncated?"));
   }
   if (header_len > bytes.size() - kLengthPrefixBytes) {
-    return fail(model_internal::Cat("only ", bytes.size(), " bytes given for a header of ", header_len));
+    return fail(
+        model_internal::Cat("only ", bytes.size(), " bytes given for a header of ", header_len));
   }
   SafetensorsHeader header;
   header.data_offset = kLengthPrefixBytes + header_len;

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "absl/status/status.h"
-#include "engine/model/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/status_macros.h"
+#include "engine/model/str_cat.h"
 
 namespace gemma {
 namespace {
@@ -18,8 +18,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "big-endian hosts unsupported");
 
 // Tensors of the multimodal checkpoint that the text decoder never reads.
-constexpr std::string_view kSkippedPrefixes[] = {
-    "model.vision_tower.", "model.embed_vision.", "model.audio_tower.", "model.embed_audio."};
+constexpr std::string_view kSkippedPrefixes[] = {"model.vision_tower.", "model.embed_vision.",
+                                                 "model.audio_tower.", "model.embed_audio."};
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return model_internal::Cat("[", absl::StrJoin(shape, ", "), "]");
@@ -38,18 +38,19 @@ class Binder {
     const std::string name = model_internal::Cat(prefix_, suffix);
     const TensorRef* ref = checkpoint_.Find(name);
     if (ref == nullptr) {
-      return absl::NotFoundError(model_internal::Cat("tensor ", name, " is missing from the checkpoint",
-                                              " (expected shape ", ShapeString(shape), ")"));
+      return absl::NotFoundError(model_internal::Cat("tensor ", name,
+                                                     " is missing from the checkpoint",
+                                                     " (expected shape ", ShapeString(shape), ")"));
     }
     if (!IsFloatDType(ref->info->dtype)) {
       return absl::InvalidArgumentError(
           model_internal::Cat("tensor ", name, " in ", ref->file->path(), ": dtype ",
-                       ref->info->dtype_name, ", expected BF16, F16 or F32"));
+                              ref->info->dtype_name, ", expected BF16, F16 or F32"));
     }
     if (ref->info->shape != shape) {
-      return absl::InvalidArgumentError(model_internal::Cat(
-          "tensor ", name, " in ", ref->file->path(), ": expected shape ", ShapeString(shape),
-          ", got ", ShapeString(ref->info->shape)));
+      return absl::InvalidArgumentError(
+          model_internal::Cat("tensor ", name, " in ", ref->file->path(), ": expected shape ",
+                              ShapeString(shape), ", got ", ShapeString(ref->info->shape)));
     }
     bound_.insert(name);
     return *ref;
@@ -59,10 +60,10 @@ class Binder {
     for (const auto& [name, ref] : checkpoint_.tensors()) {
       if (bound_.count(name) != 0 || IsSkipped(name)) continue;
       if (name.starts_with(prefix_) || name == "lm_head.weight") {
-        return absl::InvalidArgumentError(model_internal::Cat(
-            "unexpected tensor ", name, " in ", ref.file->path(),
-            " (not part of the decoder this config describes; lm_head is tied, "
-            "k_eq_v layers have no v_proj)"));
+        return absl::InvalidArgumentError(
+            model_internal::Cat("unexpected tensor ", name, " in ", ref.file->path(),
+                                " (not part of the decoder this config describes; lm_head is tied, "
+                                "k_eq_v layers have no v_proj)"));
       }
     }
     return absl::OkStatus();
@@ -132,9 +133,7 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkp
   return weights;
 }
 
-float Bf16ToFloat(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+float Bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 uint16_t FloatToBf16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);

@@ -1,12 +1,12 @@
 // Replays every file of the fuzz corpus through the parsers, so a normal
 // (g++, unsanitized) test run keeps exercising past crashers.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/fuzz/fuzz_targets.h"
 

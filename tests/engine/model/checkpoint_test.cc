@@ -1,20 +1,18 @@
 // Checkpoint::Open: single file and index-sharded layouts, and broken indexes.
-#include "engine/model/safetensors.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/model/safetensors.h"
 #include "engine/model/weights.h"
 #include "tests/engine/model/test_util.h"
 
 namespace gemma {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
-#define EXPECT_ERROR(status, needle) \
-  EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
+#define EXPECT_ERROR(status, needle) EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
 
 // The fortunes model split into two shards: tensors with "layers.[0-3]." in
 // shard 1, everything else in shard 2.
@@ -70,9 +68,9 @@ TEST_F(ShardedCheckpointTest, ShardMissing) {
 TEST_F(ShardedCheckpointTest, IndexedTensorMissingFromShard) {
   test::RemoveBlob(shard2_, "model.norm.weight");
   Write();
-  EXPECT_ERROR(Checkpoint::Open(dir_.path()).status(),
-               std::string("maps tensor model.norm.weight to ") + kShard2 +
-                   ", which does not contain it");
+  EXPECT_ERROR(
+      Checkpoint::Open(dir_.path()).status(),
+      std::string("maps tensor model.norm.weight to ") + kShard2 + ", which does not contain it");
 }
 
 TEST_F(ShardedCheckpointTest, SameTensorInTwoShards) {
@@ -87,9 +85,9 @@ TEST_F(ShardedCheckpointTest, SameTensorInTwoShards) {
 TEST_F(ShardedCheckpointTest, TensorNotListedInIndex) {
   index_["weight_map"].erase("model.norm.weight");
   Write();
-  EXPECT_ERROR(Checkpoint::Open(dir_.path()).status(),
-               std::string("tensor model.norm.weight is in ") + dir_.File(kShard2) +
-                   " but not listed in");
+  EXPECT_ERROR(
+      Checkpoint::Open(dir_.path()).status(),
+      std::string("tensor model.norm.weight is in ") + dir_.File(kShard2) + " but not listed in");
 }
 
 TEST_F(ShardedCheckpointTest, IndexWithoutWeightMap) {

@@ -9,8 +9,8 @@
 namespace gemma {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 json Config31b() { return test::ReadJson(test::Real31bDir() + "/config.json"); }
 json ConfigFortunes() { return test::ReadJson(test::FortunesDir() + "/config.json"); }
@@ -21,8 +21,7 @@ absl::Status ParseText(const std::string& text) {
 }
 absl::Status Parse(const json& config) { return ParseText(config.dump()); }
 
-#define EXPECT_ERROR(status, needle) \
-  EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
+#define EXPECT_ERROR(status, needle) EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
 
 TEST(ConfigInvalidTest, LayerTypesLengthMismatch) {
   json c = Config31b();
@@ -273,7 +272,8 @@ TEST(ConfigInvalidTest, EosNotAnInteger) {
 }
 
 TEST(ConfigInvalidTest, InvalidJson) {
-  EXPECT_ERROR(ParseText("{\"architectures\": [\"Gemma4ForCausalLM\"],"), "config.json: invalid JSON");
+  EXPECT_ERROR(ParseText("{\"architectures\": [\"Gemma4ForCausalLM\"],"),
+               "config.json: invalid JSON");
 }
 
 TEST(ConfigInvalidTest, EmptyText) { EXPECT_ERROR(ParseText(""), "config.json: invalid JSON"); }

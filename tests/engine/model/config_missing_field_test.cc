@@ -9,8 +9,8 @@
 namespace gemma {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 struct MissingCase {
   std::string fixture;  // "31b" (multimodal, explicit), "fortunes" (flat), "tiny" (per-layer)
@@ -62,8 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
         Text31b("num_key_value_heads"), Text31b("head_dim"), Text31b("global_head_dim"),
         Text31b("num_global_key_value_heads"), Text31b("sliding_window"),
         Text31b("max_position_embeddings"), Text31b("rms_norm_eps"),
-        Text31b("final_logit_softcapping"), Text31b("hidden_activation"),
-        Text31b("layer_types"), Text31b("attention_k_eq_v"), Text31b("rope_parameters"),
+        Text31b("final_logit_softcapping"), Text31b("hidden_activation"), Text31b("layer_types"),
+        Text31b("attention_k_eq_v"), Text31b("rope_parameters"),
         Text31b("rope_parameters/sliding_attention"), Text31b("rope_parameters/full_attention"),
         Text31b("rope_parameters/sliding_attention/rope_type"),
         Text31b("rope_parameters/sliding_attention/rope_theta"),
@@ -75,25 +75,25 @@ INSTANTIATE_TEST_SUITE_P(
         MissingCase{"31b", "/architectures", "config.json: architectures is missing"}),
     CaseName);
 
-INSTANTIATE_TEST_SUITE_P(
-    TextOnlyFortunes, MissingFieldTest,
-    ::testing::Values(Flat("hidden_size"), Flat("eos_token_id"), Flat("tie_word_embeddings"),
-                      Flat("global_head_dim"), Flat("num_global_key_value_heads"),
-                      Flat("pad_token_id")),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(TextOnlyFortunes, MissingFieldTest,
+                         ::testing::Values(Flat("hidden_size"), Flat("eos_token_id"),
+                                           Flat("tie_word_embeddings"), Flat("global_head_dim"),
+                                           Flat("num_global_key_value_heads"),
+                                           Flat("pad_token_id")),
+                         CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
     PerLayerTiny, MissingFieldTest,
-    ::testing::Values(
-        MissingCase{"tiny", "/text_config/per_layer_config",
-                    "config.json: text_config.global_head_dim is missing"},
-        MissingCase{"tiny", "/text_config/per_layer_config/11",
-                    "text_config.global_head_dim is missing (and per_layer_config has no "
-                    "entry for global layer 11)"},
-        MissingCase{"tiny", "/text_config/per_layer_config/05/num_key_value_heads",
-                    "text_config.num_global_key_value_heads is missing"},
-        MissingCase{"tiny", "/text_config/hidden_size",
-                    "config.json: text_config.hidden_size is missing"}),
+    ::testing::Values(MissingCase{"tiny", "/text_config/per_layer_config",
+                                  "config.json: text_config.global_head_dim is missing"},
+                      MissingCase{
+                          "tiny", "/text_config/per_layer_config/11",
+                          "text_config.global_head_dim is missing (and per_layer_config has no "
+                          "entry for global layer 11)"},
+                      MissingCase{"tiny", "/text_config/per_layer_config/05/num_key_value_heads",
+                                  "text_config.num_global_key_value_heads is missing"},
+                      MissingCase{"tiny", "/text_config/hidden_size",
+                                  "config.json: text_config.hidden_size is missing"}),
     CaseName);
 
 }  // namespace

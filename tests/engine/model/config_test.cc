@@ -1,19 +1,19 @@
 // config.json parsing: the three fixture configs, and every malformed case.
 #include "engine/model/config.h"
 
-#include <cmath>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "tests/engine/model/test_util.h"
 
 namespace gemma {
 namespace {
 
+using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using nlohmann::json;
 
 json ConfigFortunes() { return test::ReadJson(test::FortunesDir() + "/config.json"); }
 json ConfigTiny() { return test::ReadJson(test::TinyRandomDir() + "/config.json"); }

@@ -1,10 +1,10 @@
 // safetensors headers and files: valid input, and one test per malformed case.
 #include "engine/model/safetensors.h"
 
-#include <filesystem>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "tests/engine/model/test_util.h"
 
@@ -22,15 +22,13 @@ absl::Status ParseRaw(const std::string& header, size_t data_bytes) {
   return ParseBytes(test::EncodeRaw(header, data_bytes)).status();
 }
 
-#define EXPECT_ERROR(status, needle) \
-  EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
+#define EXPECT_ERROR(status, needle) EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
 
 TEST(SafetensorsHeaderTest, ParsesValidHeader) {
-  const std::string bytes = test::EncodeSafetensors(
-      {{"a", "BF16", {2, 3}, std::string(12, '\1')},
-       {"b", "F32", {4}, std::string(16, '\2')},
-       {"c", "F64", {1}, std::string(8, '\3')},
-       {"empty", "F16", {0, 5}, ""}});
+  const std::string bytes = test::EncodeSafetensors({{"a", "BF16", {2, 3}, std::string(12, '\1')},
+                                                     {"b", "F32", {4}, std::string(16, '\2')},
+                                                     {"c", "F64", {1}, std::string(8, '\3')},
+                                                     {"empty", "F16", {0, 5}, ""}});
   auto header = ParseBytes(bytes);
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_EQ(header->metadata.at("format"), "pt");
@@ -59,8 +57,8 @@ TEST(SafetensorsHeaderTest, DTypeNamesAndSizes) {
 }
 
 TEST(SafetensorsHeaderTest, UnknownDTypeIsOtherAndOnlyBoundsChecked) {
-  auto header = ParseBytes(test::EncodeRaw(
-      R"({"q":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2));
+  auto header =
+      ParseBytes(test::EncodeRaw(R"({"q":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2));
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_EQ(header->tensors.at("q").dtype, DType::kOther);
 }
@@ -104,7 +102,8 @@ TEST(SafetensorsHeaderTest, HeaderNotAnObject) {
 
 TEST(SafetensorsHeaderTest, DuplicateTensorName) {
   EXPECT_ERROR(ParseRaw(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
-                        R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2),
+                        R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+                        2),
                "duplicate JSON key \"a\"");
 }
 
@@ -134,14 +133,16 @@ TEST(SafetensorsHeaderTest, FractionalShapeDim) {
 
 TEST(SafetensorsHeaderTest, ShapeProductOverflows) {
   EXPECT_ERROR(ParseRaw(R"({"w":{"dtype":"BF16","shape":[4294967296,4294967296],)"
-                        R"("data_offsets":[0,2]}})", 2),
+                        R"("data_offsets":[0,2]}})",
+                        2),
                "tensor \"w\": \"shape\" element count overflows");
 }
 
 TEST(SafetensorsHeaderTest, ByteLengthOverflows) {
   // 2^62 elements fit int64; their byte count (2^65) overflows uint64.
   EXPECT_ERROR(ParseRaw(R"({"w":{"dtype":"I64","shape":[4611686018427387904],)"
-                        R"("data_offsets":[0,8]}})", 8),
+                        R"("data_offsets":[0,8]}})",
+                        8),
                "tensor \"w\": byte length 8 does not match I64 shape");
 }
 
@@ -178,14 +179,16 @@ TEST(SafetensorsHeaderTest, WrongDTypeByteLength) {
 
 TEST(SafetensorsHeaderTest, OverlappingTensors) {
   EXPECT_ERROR(ParseRaw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                        12),
                "tensors \"a\" and \"b\" overlap");
 }
 
 TEST(SafetensorsHeaderTest, TensorInsideAnother) {
   EXPECT_ERROR(ParseRaw(R"({"big":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                         R"("mid":{"dtype":"U8","shape":[1],"data_offsets":[14,15]},)"
-                        R"("z":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})", 16),
+                        R"("z":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})",
+                        16),
                "overlap");
 }
 
@@ -210,7 +213,8 @@ TEST(SafetensorsFileTest, OpensFixtureAndPointsAtData) {
   const TensorInfo& info = (*file)->header().tensors.at("model.norm.weight");
   const std::string raw = test::ReadFile(path);
   const auto* data = reinterpret_cast<const char*>((*file)->data(info));
-  EXPECT_EQ(std::string(data, 512), raw.substr((*file)->header().data_offset + info.data_begin, 512));
+  EXPECT_EQ(std::string(data, 512),
+            raw.substr((*file)->header().data_offset + info.data_begin, 512));
 }
 
 TEST(SafetensorsFileTest, MissingFile) {

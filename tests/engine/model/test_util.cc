@@ -1,13 +1,12 @@
 #include "tests/engine/model/test_util.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "engine/model/safetensors.h"
 
@@ -76,8 +75,8 @@ std::vector<Blob> ReadBlobs(const std::string& path) {
   if (!file.ok()) return blobs;
   for (const auto& [name, info] : (*file)->header().tensors) {
     const char* begin = reinterpret_cast<const char*>((*file)->data(info));
-    blobs.push_back({name, info.dtype_name, info.shape,
-                     std::string(begin, info.data_end - info.data_begin)});
+    blobs.push_back(
+        {name, info.dtype_name, info.shape, std::string(begin, info.data_end - info.data_begin)});
   }
   return blobs;
 }
@@ -91,7 +90,8 @@ Blob* FindBlob(std::vector<Blob>& blobs, const std::string& name) {
 }
 
 void RemoveBlob(std::vector<Blob>& blobs, const std::string& name) {
-  auto it = std::remove_if(blobs.begin(), blobs.end(), [&](const Blob& b) { return b.name == name; });
+  auto it =
+      std::remove_if(blobs.begin(), blobs.end(), [&](const Blob& b) { return b.name == name; });
   EXPECT_NE(it, blobs.end()) << "no tensor " << name;
   blobs.erase(it, blobs.end());
 }

@@ -2,12 +2,12 @@
 // bf16/f16 conversions.
 #include "engine/model/weights.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/engine/model/test_util.h"
 
@@ -16,16 +16,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-#define EXPECT_ERROR(status, needle) \
-  EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
+#define EXPECT_ERROR(status, needle) EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
 
 int64_t SumElements(const ModelWeights& w) {
   int64_t total = w.embed_tokens.info->num_elements() + w.final_norm.info->num_elements();
   for (const LayerWeights& l : w.layers) {
-    for (const TensorRef* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm,
-                               &l.input_layernorm, &l.post_attention_layernorm,
-                               &l.pre_feedforward_layernorm, &l.post_feedforward_layernorm,
-                               &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar}) {
+    for (const TensorRef* t :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.input_layernorm,
+          &l.post_attention_layernorm, &l.pre_feedforward_layernorm, &l.post_feedforward_layernorm,
+          &l.gate_proj, &l.up_proj, &l.down_proj, &l.layer_scalar}) {
       if (t->info != nullptr) total += t->info->num_elements();
     }
   }
@@ -91,8 +90,9 @@ TEST_F(BrokenWeightsTest, MissingWeight) {
   test::RemoveBlob(blobs_, "model.layers.6.mlp.up_proj.weight");
   auto status = Load();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  EXPECT_ERROR(status, "tensor model.layers.6.mlp.up_proj.weight is missing from the checkpoint "
-                       "(expected shape [512, 256])");
+  EXPECT_ERROR(status,
+               "tensor model.layers.6.mlp.up_proj.weight is missing from the checkpoint "
+               "(expected shape [512, 256])");
 }
 
 TEST_F(BrokenWeightsTest, MissingEmbedding) {
