@@ -53,4 +53,5 @@ while read -r soname path; do
   fi
   packages="$packages $package"
 done < "$list"
+# shellcheck disable=SC2086 # one package a word
 printf '%s\n' $packages | sort -u
