@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int stride = head_dim + 4;
   const float* base = partial + (static_cast<int64_t>(seq) * num_heads + head) * num_splits * stride;
   float max_all = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) max_all = fmaxf(max_all, base[s * stride + head_dim]);
+  for (int s = 0; s < num_splits; ++s) max_all = fmaxf(max_all, __ldg(base + s * stride + head_dim));
   for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
     const float m = base[s * stride + head_dim];
     weight[s] = m == -INFINITY ? 0.f : exp2f(m - max_all);
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (threadIdx.x == 0) {
     float sum = 0.f;
     for (int s = 0; s < num_splits; ++s) sum += weight[s] * base[s * stride + head_dim + 1];
-    inv_sum = sum > 0.f ? 1.f / sum : 0.f;
+    inv_sum = sum > 0.f ? __frcp_rn(sum) : 0.f;
   }
   __syncthreads();
   __nv_bfloat16* dst = out + (static_cast<int64_t>(token) * num_heads + head) * head_dim;
@@ -47,7 +47,6 @@ __global__ void __launch_bounds__(kCombineThreads)
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s = 0; s < num_splits; ++s) {
       const float w = weight[s];
-      if (w == 0.f) continue;
       const float4 x = *reinterpret_cast<const float4*>(base + s * stride + d);
       acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
     }
@@ -79,8 +78,9 @@ size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_s
 }
 
 int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms) {
+  // Rounded down: a second, partial wave would cost as much as the first.
   const int blocks = std::max(1, num_seqs) * std::max(1, num_kv_heads);
-  return std::clamp((std::max(1, num_sms) + blocks - 1) / blocks, 1, 64);
+  return std::clamp(std::max(1, num_sms) / blocks, 1, 64);
 }
 
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace, int num_splits,

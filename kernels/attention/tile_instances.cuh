@@ -66,7 +66,7 @@ void AddIfFits(KernelTable& t) {
 }
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
-// so the accumulator stays at <= 64 registers; deep pipelines keep enough
+// so the accumulator is 32 registers; pipelines 3-4 tiles deep keep enough
 // bytes in flight for a memory-bound sweep.
 template <int D>
 KernelTable MakeTable() {
@@ -80,8 +80,11 @@ KernelTable MakeTable() {
   AddIfFits<D, 2, 4, 32, 2>(t);   // m32 n32, 8 warps, D split in 4
   AddIfFits<D, 4, 2, 16, 3>(t);   // m64 n16, 8 warps, 3 stages
   t.default_prefill = 0;
-  constexpr int kDecodeWd = D >= 256 ? D / 128 : 1;
-  constexpr int kDecodeStages = D >= 512 ? 3 : 4;
+  // 64 columns per warp: 8 warps at D = 512 keep enough loads and MMAs in
+  // flight at one block per multiprocessor (4 reached only half of HBM).
+  constexpr int kDecodeWd = D >= 128 ? D / 64 : 1;
+  constexpr int kDecodeStages = D >= 256 ? 3 : 4;
+  static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
   t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
   return t;
 }

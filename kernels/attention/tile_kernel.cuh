@@ -178,26 +178,39 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
     CpAsync16(SmemAddr(q_s + TileOffset<D>(r, c)), p.q + row * D + c * 8, valid);
   }
 
-  const int64_t slot_base = (int64_t)b.slot * p.capacity;
+  // K/V loader: thread t always copies 16-byte chunk column t % kChunks of
+  // rows t / kChunks + k * kRowStep, so a row costs one multiply-add of
+  // address arithmetic (ring: one wrap) and two cp.async.
+  static_assert(S::kThreads % kChunks == 0, "a pass must cover whole rows");
+  constexpr int kRowStep = S::kThreads / kChunks;
+  const int ld_c = tid % kChunks, ld_r0 = tid / kChunks;
+  const int64_t pos_stride = (int64_t)p.num_kv_heads * D;  // elements per cache index
+  const int64_t kv_base =
+      ((int64_t)b.slot * p.capacity * p.num_kv_heads + b.kv_head) * D + ld_c * 8;
+  const __nv_bfloat16* k_base = p.k + kv_base;
+  const __nv_bfloat16* v_base = p.v + kv_base;
   auto load_kv = [&](int tile, int stage) {
     const int u0 = b.tile_lo + tile * BN;
-    __nv_bfloat16* ks = k_s + stage * BN * D;
-    __nv_bfloat16* vs = v_s + stage * BN * D;
-    for (int i = tid; i < BN * kChunks; i += S::kThreads) {
-      const int r = i / kChunks, c = i % kChunks;
+    const uint32_t ks = SmemAddr(k_s + stage * BN * D), vs = SmemAddr(v_s + stage * BN * D);
+    int idx = p.ring ? ((u0 + ld_r0) % p.capacity + p.capacity) % p.capacity : 0;
+#pragma unroll 4
+    for (int r = ld_r0; r < BN; r += kRowStep) {
       const int u = u0 + r;
       bool valid;
-      int idx;
       if (p.ring) {
         valid = u >= 0 && (!p.length_aware || (u >= b.valid_lo && u < b.valid_hi));
-        idx = valid ? u % p.capacity : 0;
       } else {
+        idx = u;
         valid = u >= 0 && u < p.capacity && (!p.length_aware || u < b.valid_hi);
-        idx = valid ? u : 0;
       }
-      const int64_t off = ((slot_base + idx) * p.num_kv_heads + b.kv_head) * D + c * 8;
-      CpAsync16(SmemAddr(ks + TileOffset<D>(r, c)), p.k + off, valid);
-      CpAsync16(SmemAddr(vs + TileOffset<D>(r, c)), p.v + off, valid);
+      const int64_t off = valid ? idx * pos_stride : 0;
+      const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
+      CpAsync16(ks + dst, k_base + off, valid);
+      CpAsync16(vs + dst, v_base + off, valid);
+      if (p.ring) {
+        idx += kRowStep;
+        while (idx >= p.capacity) idx -= p.capacity;
+      }
     }
   };
 
