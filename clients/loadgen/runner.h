@@ -1,0 +1,43 @@
+// Drives a workload against a server: channels, the model's limits, and the
+// dispatch loop that releases requests on schedule within a cap on streams
+// in flight.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clients/loadgen/flags.h"
+#include "clients/loadgen/generate_call.h"
+#include "clients/loadgen/request_result.h"
+#include "clients/loadgen/workload.h"
+#include "gemma/v1/gemma.grpc.pb.h"
+
+namespace gemma::loadgen {
+
+struct RunOutcome {
+  std::vector<RequestResult> results;  // in request order
+  double duration_s = 0;               // first send -> last stream closed
+};
+
+// Thread-compatible: one Run at a time (the calls it starts finish inside it).
+class LoadRunner {
+ public:
+  explicit LoadRunner(const LoadgenOptions& options);
+
+  // Asks the server for its vocabulary, context and BOS id; false (with
+  // `*error`) when it cannot be reached.
+  bool FetchModelLimits(ModelLimits* limits, std::string* error);
+
+  // Sends specs[i] at arrivals_s[i] after the start (later when
+  // `max_in_flight` streams are already open; 0 = no cap) and returns once
+  // every stream has closed.
+  RunOutcome Run(const std::vector<RequestSpec>& specs, const std::vector<double>& arrivals_s,
+                 int max_in_flight);
+
+ private:
+  CallSettings settings_;
+  std::vector<std::unique_ptr<v1::Gemma::Stub>> stubs_;  // one per channel
+};
+
+}  // namespace gemma::loadgen
