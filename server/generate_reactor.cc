@@ -111,6 +111,7 @@ GenerateReactor::Action GenerateReactor::NextActionLocked() {
   if (has_pending_) {
     in_flight_.Swap(&pending_);
     pending_.Clear();
+    in_flight_.set_request_id(request_id_);
     has_pending_ = false;
     writing_ = true;
     if (final_seen_ && final_status_.ok()) {

@@ -49,7 +49,6 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
 }
 
 void AppendEvent(const GenerationEvent& event, v1::GenerateResponse* out) {
-  if (out->request_id().empty()) out->set_request_id(event.request_id);
   out->mutable_token_ids()->Add(event.token_ids.begin(), event.token_ids.end());
   out->mutable_text()->append(event.text_delta);
   AppendLogprobs(event, out);

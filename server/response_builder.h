@@ -12,7 +12,8 @@ namespace gemma::server {
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
 
 // Appends the event's tokens, text and logprobs to `out`, and its finish
-// (reason, matched stop, usage, timings) when the event is the last.
+// (reason, matched stop, usage, timings) when the event is the last. The
+// request id is the stream's to set.
 void AppendEvent(const GenerationEvent& event, v1::GenerateResponse* out);
 
 }  // namespace gemma::server

@@ -14,9 +14,9 @@ double MillisecondsBetween(std::chrono::steady_clock::time_point from,
 }  // namespace
 
 v1::GenerateRequest MakeGenerateRequest(const RequestSpec& spec, const CallSettings& settings,
-                                        int index) {
+                                        int index, const std::string& request_id) {
   v1::GenerateRequest request;
-  request.set_request_id("loadgen-" + std::to_string(index));
+  request.set_request_id(request_id);
   if (spec.prompt_ids.empty()) {
     request.set_text(spec.prompt_text);
   } else {

@@ -30,9 +30,11 @@ struct CallSettings {
   uint64_t seed = 0;         // request i samples with seed + i when temperature > 0
 };
 
-// The GenerateRequest for `spec`, the index-th request of a run.
+// The GenerateRequest for `spec`, the index-th request of a run. The server
+// refuses an id still in flight, and it frees an id only after the client has
+// seen the stream end, so every request needs its own `request_id`.
 v1::GenerateRequest MakeGenerateRequest(const RequestSpec& spec, const CallSettings& settings,
-                                        int index);
+                                        int index, const std::string& request_id);
 
 // The name of a gRPC status code ("OK", "UNAVAILABLE", ...).
 std::string StatusCodeName(grpc::StatusCode code);

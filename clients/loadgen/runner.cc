@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
+#include <random>
 #include <thread>
 
 namespace gemma::loadgen {
@@ -38,6 +40,12 @@ class InFlightLimiter {
   int num_in_flight_ = 0;
 };
 
+std::string RandomHex32() {
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", std::random_device()());
+  return text;
+}
+
 void SetShortDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
 }
@@ -46,7 +54,8 @@ void SetShortDeadline(grpc::ClientContext* context) {
 
 LoadRunner::LoadRunner(const LoadgenOptions& options)
     : settings_{options.api_key, options.timeout_s, options.ignore_eos, options.temperature,
-                options.seed} {
+                options.seed},
+      request_id_prefix_("loadgen-" + RandomHex32()) {
   for (int i = 0; i < options.num_channels; ++i) {
     // A local subchannel pool gives each channel its own HTTP/2 connection
     // (channels with equal arguments would otherwise share one), so that one
@@ -95,13 +104,15 @@ RunOutcome LoadRunner::Run(const std::vector<RequestSpec>& specs,
   RunOutcome outcome;
   outcome.results.resize(specs.size());
   InFlightLimiter limiter(max_in_flight);
+  const std::string run_prefix = request_id_prefix_ + "-" + std::to_string(num_runs_++) + "-";
   const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < specs.size(); ++i) {
     std::this_thread::sleep_until(
         start + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(arrivals_s[i])));
     limiter.Acquire();
-    v1::GenerateRequest request = MakeGenerateRequest(specs[i], settings_, static_cast<int>(i));
+    v1::GenerateRequest request = MakeGenerateRequest(specs[i], settings_, static_cast<int>(i),
+                                                      run_prefix + std::to_string(i));
     // Each call writes only its own slot; WaitIdle orders those writes
     // before the reads below.
     GenerateCall::Start(stubs_[i % stubs_.size()].get(), std::move(request), settings_,

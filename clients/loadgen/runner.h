@@ -37,6 +37,8 @@ class LoadRunner {
 
  private:
   CallSettings settings_;
+  std::string request_id_prefix_;  // random per process: concurrent loadgens never collide
+  int num_runs_ = 0;
   std::vector<std::unique_ptr<v1::Gemma::Stub>> stubs_;  // one per channel
 };
 
