@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -20,6 +21,16 @@
 namespace gemma {
 
 using cuda::DeviceBuffer;
+
+namespace {
+
+// sqrt(H) in the compute dtype (see CudaTuning::exact_embed_scale).
+float EmbedScale(const ModelConfig& config, const CudaTuning& t) {
+  const float exact = static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size)));
+  return t.exact_embed_scale ? exact : Bf16ToFloat(FloatToBf16(exact));
+}
+
+}  // namespace
 
 struct CudaBackend::Impl {
   BackendOptions options;
@@ -99,7 +110,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
       by_memory, std::max(o.max_slots, kernels::kGemvMaxBatch), chunk_tokens));
   auto runner_or = cuda::ModelRunner::Create(config, weights.get(), &cache, linear.get(), chunk_tokens,
                                              std::max(logit_rows, 1), t.decode_splits,
-                                             t.length_aware);
+                                             t.length_aware, EmbedScale(config, t));
   if (!runner_or.ok()) return runner_or.status();
   runner = std::move(*runner_or);
   const auto& layout = runner->layout();

@@ -10,18 +10,9 @@
 #include "kernels/sampling/argmax.h"
 
 namespace gemma::cuda {
-namespace {
-
-// sqrt(hidden) rounded to bf16, as the checkpoint's dtype does it.
-float EmbedScale(int hidden) {
-  return Bf16ToFloat(FloatToBf16(std::sqrt(static_cast<float>(hidden))));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearRunner* linear,
-    int max_tokens, int max_logit_rows, int decode_splits, bool length_aware) {
+    int max_tokens, int max_logit_rows, int decode_splits, bool length_aware, float embed_scale) {
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->config_ = &config;
   r->weights_ = weights;
@@ -31,6 +22,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   r->max_logit_rows_ = max_logit_rows;
   r->decode_splits_ = decode_splits;
   r->length_aware_ = length_aware;
+  r->embed_scale_ = embed_scale;
   int device = 0;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&r->num_sms_, cudaDevAttrMultiProcessorCount, device));
@@ -85,7 +77,7 @@ absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t str
   ep.num_tokens = shape.num_tokens;
   ep.hidden = c.hidden_size;
   ep.vocab = c.vocab_size;
-  ep.scale = EmbedScale(c.hidden_size);
+  ep.scale = embed_scale_;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchEmbedding(ep, stream));
 
   kernels::ResidualNormParams np;

@@ -35,7 +35,8 @@ class ModelRunner {
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearRunner* linear,
                                                              int max_tokens, int max_logit_rows,
-                                                             int decode_splits, bool length_aware);
+                                                             int decode_splits, bool length_aware,
+                                                             float embed_scale);
 
   const MetadataLayout& layout() const { return layout_; }
   int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block
@@ -67,6 +68,7 @@ class ModelRunner {
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice
   bool length_aware_ = true;
+  float embed_scale_ = 1.0f;
   int num_sms_ = 1;
   int max_qkv_rows_ = 0;
   int max_q_width_ = 0;

@@ -2,6 +2,7 @@
 
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -28,6 +29,7 @@ __device__ __forceinline__ float GeluTanh(float x) {
 }
 
 __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
+  AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   const int vecs = p.inter / 8;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * vecs;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -44,6 +46,7 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
 }
 
 __global__ void GatherRowsKernel(const __grid_constant__ GatherRowsParams p) {
+  AllowDependentLaunch();  // the lm_head GEMV may prefetch its weights meanwhile
   const int r = blockIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(p.src + static_cast<size_t>(p.rows[r]) * p.width);
   uint4* dst = reinterpret_cast<uint4*>(p.dst + static_cast<size_t>(r) * p.width);

@@ -2,6 +2,7 @@
 
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -32,18 +33,34 @@ __device__ __forceinline__ float Dot8(const uint4& w, const uint4& x) {
   return acc;
 }
 
-// Each warp owns R consecutive rows; lane l reads 16-byte columns l, l+32, ...
-// U column steps are loaded (R*U loads in flight) before any is used.
-template <int B, int R, int U>
+template <int R, int U>
+__device__ __forceinline__ void LoadTile(uint4 (&wv)[U][R], const uint4* const (&w)[R], int base, int end) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = c < end ? LoadStream(w[r] + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// A group of KS warps owns R consecutive rows; warp `part` of the group reads
+// the K slice [part, part + 1) * kvec / KS, lane l its 16-byte columns l,
+// l+32, ... U column steps (R*U loads) are in flight before any is used. The
+// first tile is loaded before waiting for the previous kernel: weights do not
+// depend on it, so their fetch overlaps that kernel's tail.
+template <int B, int R, int U, int KS>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_constant__ GemvParams p) {
-  const int lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5)) * R;
-  if (row0 >= p.n) return;
+  __shared__ float partial[kWarpsPerBlock][B * R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int part = warp % KS;
+  const int row0 = (blockIdx.x * (kWarpsPerBlock / KS) + warp / KS) * R;
   const int kvec = p.k / 8;
+  const int begin = static_cast<int>(static_cast<int64_t>(kvec) * part / KS);
+  const int end = static_cast<int>(static_cast<int64_t>(kvec) * (part + 1) / KS);
   const uint4* w[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int row = min(row0 + r, p.n - 1);
+    const int row = min(row0 + r, p.n - 1);  // rows past n compute garbage, never stored
     w[r] = reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(row) * p.k);
   }
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
@@ -53,18 +70,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[b][r] = 0.0f;
 
-  for (int base = lane; base < kvec; base += 32 * U) {
-    uint4 wv[U][R];
+  uint4 wv[U][R];
+  int base = begin + lane;
+  LoadTile<R, U>(wv, w, base, end);
+  WaitForPreviousKernel();
+  while (base < end) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 32 * u;
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[u][r] = c < kvec ? LoadStream(w[r] + c) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = base + 32 * u;
-      if (c >= kvec) break;
+      if (c >= end) break;
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         const uint4 xv = __ldg(x + static_cast<size_t>(b) * kvec + c);
@@ -72,12 +86,36 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
         for (int r = 0; r < R; ++r) acc[b][r] += Dot8(wv[u][r], xv);
       }
     }
+    base += 32 * U;
+    if (base < end) LoadTile<R, U>(wv, w, base, end);
+  }
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[b][r] = WarpSum(acc[b][r]);
+  if (KS > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+#pragma unroll
+        for (int r = 0; r < R; ++r) partial[warp][b * R + r] = acc[b][r];
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float v = 0.0f;
+        for (int q = 0; q < KS; ++q) v += partial[warp + q][b * R + r];
+        acc[b][r] = v;
+      }
   }
 #pragma unroll
   for (int b = 0; b < B; ++b) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      float v = WarpSum(acc[b][r]);
+      const float v = acc[b][r];
       if (lane == b * R + r && row0 + r < p.n) {
         const size_t o = static_cast<size_t>(b) * p.n + row0 + r;
         if (p.out_f32) {
@@ -91,29 +129,42 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
 }
 
 struct Variant {
-  int rows;
-  int unroll;
   const char* name;
 };
-constexpr Variant kVariants[] = {
-    {1, 8, "r1u8"}, {2, 4, "r2u4"}, {2, 8, "r2u8"}, {4, 4, "r4u4"}, {4, 2, "r4u2"}};
+// r<rows per group>u<loads in flight per row>k<warps splitting K>
+constexpr Variant kVariants[] = {{"r1u8"},   {"r2u4"},   {"r2u8"},   {"r4u4"},  {"r4u2"},
+                                 {"r2u4k4"}, {"r4u2k4"}, {"r2u4k2"}, {"r1u8k4"}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
-template <int B, int R, int U>
+// Launched with programmatic stream serialization, so the weight prefetch
+// above overlaps the previous kernel (the kernel waits before reading x).
+template <int B, int R, int U, int KS>
 void Launch(const GemvParams& p, cudaStream_t stream) {
-  const int rows_per_block = kWarpsPerBlock * R;
-  const int blocks = (p.n + rows_per_block - 1) / rows_per_block;
-  GemvKernel<B, R, U><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p);
+  const int rows_per_block = (kWarpsPerBlock / KS) * R;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((p.n + rows_per_block - 1) / rows_per_block);
+  cfg.blockDim = dim3(kWarpsPerBlock * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, GemvKernel<B, R, U, KS>, p);
 }
 
 template <int B>
 void LaunchVariant(const GemvParams& p, int variant, cudaStream_t stream) {
   switch (variant) {
-    case 0: return Launch<B, 1, 8>(p, stream);
-    case 1: return Launch<B, 2, 4>(p, stream);
-    case 2: return Launch<B, 2, 8>(p, stream);
-    case 3: return Launch<B, 4, 4>(p, stream);
-    default: return Launch<B, 4, 2>(p, stream);
+    case 0: return Launch<B, 1, 8, 1>(p, stream);
+    case 1: return Launch<B, 2, 4, 1>(p, stream);
+    case 2: return Launch<B, 2, 8, 1>(p, stream);
+    case 3: return Launch<B, 4, 4, 1>(p, stream);
+    case 4: return Launch<B, 4, 2, 1>(p, stream);
+    case 5: return Launch<B, 2, 4, 4>(p, stream);
+    case 6: return Launch<B, 4, 2, 4>(p, stream);
+    case 7: return Launch<B, 2, 4, 2>(p, stream);
+    default: return Launch<B, 1, 8, 4>(p, stream);
   }
 }
 

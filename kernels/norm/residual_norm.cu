@@ -2,6 +2,7 @@
 
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -14,6 +15,7 @@ constexpr int kMaxHidden = 16384;
 __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
   extern __shared__ float row[];
   __shared__ float scratch[32];
+  AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
   const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
   float* h = p.residual + base;
   const int vecs = p.hidden / 8;

@@ -94,7 +94,10 @@ TEST(GemvTest, BatchesAndDefaultVariant) {
   GEMMA_REQUIRE_GPU();
   for (const Shape& s : {kShapes[0], kShapes[5], kShapes[7], kShapes[8]}) {
     for (int b = 1; b <= kernels::kGemvMaxBatch; ++b) CheckGemv(s, b, -1, false, 0.0f);
-    CheckGemv(s, 8, 3, false, 0.0f);
+    for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
+      CheckGemv(s, 8, v, false, 0.0f);
+      CheckGemv(s, 3, v, false, 0.0f);
+    }
   }
 }
 

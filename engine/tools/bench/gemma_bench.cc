@@ -34,6 +34,7 @@ struct Flags {
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
   int decode_tokens = 32;
+  int chunk_tokens = 2048;
 };
 
 struct DepthResult {
@@ -53,10 +54,10 @@ std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
 
 // Prefill chunk sizes of every attention shape bucket, so autotuning happens
 // here and not inside the timed region.
-absl::Status WarmUp(CudaBackend& b) {
+absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
   int pos = 0;
   std::vector<int32_t> next;
-  for (int n = 64; n <= 2048 && pos + n < b.max_context() - 8; n *= 2) {
+  for (int n = 64; n <= chunk_tokens && pos + n < b.max_context() - 8; n *= 2) {
     auto ids = PromptTokens(n, b.config().vocab_size, n);
     SequenceChunk c{0, ids, pos, false};
     if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
@@ -117,6 +118,7 @@ int Run(const Flags& f) {
   CudaTuning t;
   t.autotune_gemv = !f.no_autotune;
   t.length_aware = !f.no_length_aware;
+  t.max_chunk_tokens = f.chunk_tokens;
   const auto t0 = Clock::now();
   auto backend = CreateCudaBackendWithTuning(o, t);
   if (!backend.ok()) {
@@ -129,7 +131,7 @@ int Run(const Flags& f) {
     return 1;
   }
   const double load_s = Seconds(t0, Clock::now());
-  if (auto st = WarmUp(b); !st.ok()) {
+  if (auto st = WarmUp(b, f.chunk_tokens); !st.ok()) {
     spdlog::error("warm-up: {}", st.ToString());
     return 1;
   }
@@ -158,6 +160,7 @@ int Run(const Flags& f) {
   j["gpu_memory_used_gib"] = used_gib;
   j["load_s"] = load_s;
   j["kv_fill"] = "prefill";
+  j["chunk_tokens"] = f.chunk_tokens;
   for (const auto& r : *results)
     j["depths"].push_back({{"depth", r.depth}, {"prefill_tok_s", r.prefill_tok_s},
                            {"decode_tok_s", r.decode_tok_s}, {"decode_ms", r.decode_ms}});
@@ -165,9 +168,9 @@ int Run(const Flags& f) {
     j["gemv"].push_back({{"n", g.n}, {"k", g.k}, {"variant", g.variant}, {"us", g.us}, {"tb_s", g.tb_s}});
   if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
 
-  std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s)\n", prop.name,
+  std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
-              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on");
+              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", f.chunk_tokens);
   std::printf("weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", b.weight_bytes() / 1e9,
               b.kv_cache_bytes() / 1e9, used_gib);
   for (const auto& g : gemv)
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
   app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
   app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
   app.add_option("--json", f.json_path, "write results as JSON here");
+  app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass")->check(CLI::Range(16, 16384));
   model->excludes(config);
   CLI11_PARSE(app, argc, argv);
   if (f.random_weights == f.config_dir.empty() || f.model_dir.empty() == f.config_dir.empty()) {
