@@ -1,9 +1,15 @@
 // The device-facing interface the engine drives. The CPU backend is the
 // reference and test double; the CUDA backend is the product.
 //
-// A backend owns the KV cache of `max_slots()` sequence slots. The engine
-// assigns slots; a slot's cache holds positions [0, length) after the forward
-// that wrote them. Thread-safety: called only from the engine's thread.
+// KV cache, two modes:
+// - paged (kv_cache_spec().block_size > 0): the engine's KvBlockManager owns
+//   the blocks; each chunk carries its block tables (position p of a global
+//   layer lives in global_blocks[p / B], of a sliding layer in
+//   sliding_blocks[p / B]). Slots then only number the sequences of a step.
+// - slots (block_size == 0): the backend keeps `max_slots()` per-sequence
+//   caches; a slot's cache holds positions [0, length) after the forward
+//   that wrote them.
+// Thread-safety: called only from the engine's thread.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +28,15 @@ struct SequenceChunk {
   std::span<const int32_t> token_ids;  // positions start_position .. +size-1
   int32_t start_position = 0;          // == tokens already cached in the slot
   bool all_logits = false;             // logits for every token, not only the last
+  // Paged mode only: blocks backing positions [0, start_position + size).
+  std::span<const int32_t> global_blocks;
+  std::span<const int32_t> sliding_blocks;  // -1 for blocks that left the window
+};
+
+struct KvCacheSpec {
+  int block_size = 0;          // tokens per block; 0 = slot mode
+  int num_global_blocks = 0;
+  int num_sliding_blocks = 0;
 };
 
 struct StepOutput {
@@ -37,11 +52,12 @@ class Backend {
   virtual const ModelConfig& config() const = 0;
   virtual std::string name() const = 0;     // "cpu" | "cuda"
   virtual int max_slots() const = 0;
-  virtual int max_context() const = 0;      // tokens one slot can hold
+  virtual int max_context() const = 0;      // tokens one sequence can hold
+  virtual KvCacheSpec kv_cache_spec() const { return {}; }
   // Forgets a slot's cache (its next chunk must start at position 0).
   virtual void ResetSlot(int slot) = 0;
   // Runs the forward for every chunk together.
-  // REQUIRES: distinct slots; start_position == the slot's cached length.
+  // REQUIRES: distinct slots; start_position == the sequence's cached length.
   virtual absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) = 0;
 };
 

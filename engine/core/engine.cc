@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/kv_allocator.h"
 #include "engine/core/request_validation.h"
 #include "engine/core/sequence.h"
 #include "spdlog/spdlog.h"
@@ -25,7 +26,7 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& options, std::unique_ptr<Backend> backend, const Tokenizer* tokenizer)
       : options_(options), backend_(std::move(backend)), tokenizer_(tokenizer), rng_(options.seed) {
-    for (int s = backend_->max_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+    kv_ = MakeKvAllocator(backend_.get());
     const auto& eos = backend_->config().eos_token_ids;
     eos_ids_.insert(eos.begin(), eos.end());
     eos_ids_.insert(tokenizer_->special().eos);
@@ -49,6 +50,8 @@ class EngineImpl final : public Engine {
   void ApplyCancels(bool cancel_everything);
   void Admit();
   void RunStep();
+  bool ReserveOrPreempt(Sequence& seq, int new_length);
+  void Preempt(Sequence& seq);
   void CommitToken(Sequence& seq, std::span<float> logits);
   void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
   void PublishStats();
@@ -73,7 +76,9 @@ class EngineImpl final : public Engine {
 
   // Scheduler thread only.
   std::list<std::unique_ptr<Sequence>> waiting_, running_;
-  std::vector<int> free_slots_;
+  std::unique_ptr<KvAllocator> kv_;
+  int64_t preemptions_ = 0;
+  int last_batch_size_ = 0;
   std::mt19937_64 rng_;
   int64_t arrivals_ = 0;
   int64_t steps_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
@@ -171,37 +176,77 @@ void EngineImpl::ApplyCancels(bool cancel_everything) {
 }
 
 void EngineImpl::Admit() {
-  while (!waiting_.empty() && !free_slots_.empty()) {
-    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+  while (!waiting_.empty()) {
+    Sequence& seq = *waiting_.front();
+    if (!kv_->Admit(seq)) break;  // FCFS: nobody overtakes the head
+    if (seq.num_cached_tokens < 0) seq.num_cached_tokens = seq.num_computed;
+    if (seq.scheduled_at == Clock::time_point{}) seq.scheduled_at = Clock::now();
+    running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    seq->slot = free_slots_.back();
-    free_slots_.pop_back();
-    backend_->ResetSlot(seq->slot);
-    seq->scheduled_at = Clock::now();
-    running_.push_back(std::move(seq));
   }
 }
 
-// One iteration: every decoding sequence contributes its last token; prefilling
-// sequences share the remaining token budget in admission order.
+// Gets KV for [0, new_length), preempting the newest running sequences that
+// arrived after `seq` while blocks are short. The oldest sequence can always
+// go on, so the batch never deadlocks. False: `seq` waits this step.
+bool EngineImpl::ReserveOrPreempt(Sequence& seq, int new_length) {
+  while (!kv_->Reserve(seq, new_length)) {
+    Sequence* victim = nullptr;
+    for (auto& r : running_)
+      if (r->arrival > seq.arrival && (!victim || r->arrival > victim->arrival)) victim = r.get();
+    if (!victim) return false;
+    Preempt(*victim);
+  }
+  return true;
+}
+
+// Drops the sequence's KV and puts it back at the head of the queue; it will
+// recompute its tokens (reusing cached blocks) and continue where it was.
+void EngineImpl::Preempt(Sequence& seq) {
+  kv_->Release(seq);
+  seq.num_computed = 0;
+  ++seq.num_preemptions;
+  ++preemptions_;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &seq; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
+// One iteration: every decoding sequence contributes its last token; the
+// others (prefill, or recompute after preemption) share the remaining token
+// budget in admission order.
 void EngineImpl::RunStep() {
   std::vector<SequenceChunk> chunks;
   std::vector<Sequence*> owners;
   int budget = options_.max_tokens_per_step;
-  for (auto& s : running_) {
-    if (s->prefilling()) continue;
-    chunks.push_back({s->slot, std::span<const int32_t>(&s->output_ids.back(), 1), s->cached_length(), false});
-    owners.push_back(s.get());
-    --budget;
-  }
-  for (auto& s : running_) {
-    if (!s->prefilling() || budget <= 0) continue;
-    const int n = std::min(budget, s->prompt_length() - s->num_prefilled);
-    chunks.push_back({s->slot, std::span<const int32_t>(s->request.prompt_ids).subspan(s->num_prefilled, n),
-                      s->num_prefilled, false});
-    owners.push_back(s.get());
+  auto add = [&](Sequence& s, int n) {
+    SequenceChunk c{s.slot, std::span<const int32_t>(s.tokens).subspan(s.num_computed, n), s.num_computed, false};
+    kv_->Describe(s, &c);
+    chunks.push_back(c);
+    owners.push_back(&s);
     budget -= n;
+  };
+  std::vector<Sequence*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
+  std::vector<Sequence*> decodes, prefills;
+  for (Sequence* s : order) (s->decoding() ? decodes : prefills).push_back(s);
+  for (Sequence* s : decodes) {
+    if (s->slot >= 0 && ReserveOrPreempt(*s, s->num_computed + 1)) add(*s, 1);
   }
+  for (Sequence* s : prefills) {
+    if (budget <= 0 || s->slot < 0) continue;  // slot < 0: preempted this step
+    const int n = std::min(budget, s->remaining());
+    if (ReserveOrPreempt(*s, s->num_computed + n)) add(*s, n);
+  }
+  // A victim preempted after its chunk was added must not run.
+  for (size_t i = 0; i < owners.size();) {
+    if (owners[i]->slot >= 0) { ++i; continue; }
+    owners.erase(owners.begin() + i);
+    chunks.erase(chunks.begin() + i);
+  }
+  last_batch_size_ = static_cast<int>(chunks.size());
+  if (chunks.empty()) return;
   StepOutput out;
   absl::Status status = backend_->Forward(chunks, &out);
   ++steps_;
@@ -217,11 +262,11 @@ void EngineImpl::RunStep() {
   const int vocab = backend_->config().vocab_size;
   for (size_t i = 0; i < owners.size(); ++i) {
     Sequence& seq = *owners[i];
-    if (seq.prefilling()) {
-      seq.num_prefilled += static_cast<int>(chunks[i].token_ids.size());
-      prompt_tokens_ += chunks[i].token_ids.size();
-      if (seq.prefilling()) continue;  // more prompt to go: these logits are not needed
-    }
+    const int n = static_cast<int>(chunks[i].token_ids.size());
+    if (n > 1 || seq.num_output() == 0) prompt_tokens_ += n;
+    seq.num_computed += n;
+    kv_->Commit(seq);
+    if (seq.remaining() > 0) continue;  // more to prefill: these logits are not needed
     CommitToken(seq, std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
   }
 }
@@ -229,11 +274,11 @@ void EngineImpl::RunStep() {
 void EngineImpl::CommitToken(Sequence& seq, std::span<float> logits) {
   SampleResult sample = seq.sampler.Sample(logits);
   const int32_t id = sample.token_id;
-  seq.output_ids.push_back(id);
+  seq.tokens.push_back(id);
   ++generated_tokens_;
-  if (seq.output_ids.size() == 1) seq.first_token_at = Clock::now();
+  if (seq.num_output() == 1) seq.first_token_at = Clock::now();
   const StoppingCriteria& stop = seq.request.stopping;
-  const int n = static_cast<int>(seq.output_ids.size());
+  const int n = seq.num_output();
   const bool can_stop = n >= stop.min_tokens;
 
   GenerationEvent ev;
@@ -274,18 +319,16 @@ void EngineImpl::Finish(Sequence& seq, FinishReason reason, GenerationEvent ev) 
   ev.finished = true;
   ev.finish_reason = reason;
   ev.usage.prompt_tokens = seq.prompt_length();
-  ev.usage.completion_tokens = static_cast<int>(seq.output_ids.size());
+  ev.usage.completion_tokens = seq.num_output();
+  ev.usage.cached_tokens = std::max(0, seq.num_cached_tokens);
   const bool started = seq.scheduled_at != Clock::time_point{};
   ev.timings.queue_ms = MillisBetween(seq.submitted_at, started ? seq.scheduled_at : now);
   ev.timings.time_to_first_token_ms =
-      seq.output_ids.empty() ? 0 : MillisBetween(seq.submitted_at, seq.first_token_at);
+      seq.num_output() == 0 ? 0 : MillisBetween(seq.submitted_at, seq.first_token_at);
   ev.timings.total_ms = MillisBetween(seq.submitted_at, now);
   seq.on_event(std::move(ev));
 
-  if (seq.slot >= 0) {
-    backend_->ResetSlot(seq.slot);
-    free_slots_.push_back(seq.slot);
-  }
+  kv_->Release(seq);
   for (auto* list : {&waiting_, &running_}) {
     auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s.get() == &seq; });
     if (it != list->end()) {
@@ -300,8 +343,16 @@ void EngineImpl::PublishStats() {
   num_waiting_shared_ = static_cast<int>(waiting_.size() + inbox_.size());
   stats_.running = static_cast<int>(running_.size());
   stats_.waiting = num_waiting_shared_;
-  stats_.free_slots = static_cast<int>(free_slots_.size());
   stats_.total_slots = backend_->max_slots();
+  stats_.free_slots = stats_.total_slots - stats_.running;
+  const KvUsage kv = kv_->Usage();
+  stats_.kv_block_size = kv.block_size;
+  stats_.kv_total_blocks = kv.total_blocks;
+  stats_.kv_free_blocks = kv.free_blocks;
+  stats_.prefix_cache_queries = kv.prefix.queries;
+  stats_.prefix_cache_hits = kv.prefix.hits;
+  stats_.preemptions = preemptions_;
+  stats_.last_batch_size = last_batch_size_;
   stats_.steps = steps_;
   stats_.prompt_tokens = prompt_tokens_;
   stats_.generated_tokens = generated_tokens_;

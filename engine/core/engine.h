@@ -27,9 +27,16 @@ struct EngineStats {
   int waiting = 0;
   int free_slots = 0;
   int total_slots = 0;
+  int kv_block_size = 0;            // 0: slot mode (blocks below count slots)
+  int kv_total_blocks = 0;
+  int kv_free_blocks = 0;           // free or cached (reusable) blocks
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up
+  int64_t prefix_cache_hits = 0;     // prompt tokens served from the cache
+  int64_t preemptions = 0;
   int64_t steps = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;         // prompt tokens computed (cache hits excluded)
   int64_t generated_tokens = 0;
+  int last_batch_size = 0;           // sequences in the last step
 };
 
 class Engine {

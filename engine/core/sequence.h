@@ -8,6 +8,7 @@
 
 #include "engine/core/request.h"
 #include "engine/core/stop_checker.h"
+#include "engine/kv/kv_block_manager.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -21,7 +22,8 @@ struct Sequence {
         on_event(std::move(cb)),
         sampler(request.sampling, request.prompt_ids, fallback_seed),
         detokenizer(tokenizer),
-        stops(request.stopping.stop_strings) {}
+        stops(request.stopping.stop_strings),
+        tokens(request.prompt_ids) {}
 
   GenerationRequest request;
   EventCallback on_event;
@@ -29,19 +31,27 @@ struct Sequence {
   IncrementalDetokenizer detokenizer;
   StopChecker stops;
 
-  int slot = -1;                    // backend slot while running
-  int64_t arrival = 0;              // admission order (FCFS tie-break)
-  int num_prefilled = 0;            // prompt tokens already in the cache
-  std::vector<int32_t> output_ids;
+  // Prompt followed by every generated token. The KV of tokens
+  // [0, num_computed) is in the cache; the next forward feeds
+  // tokens[num_computed, ...), and the logits after the last token give the
+  // next sample. A preempted sequence drops its KV (num_computed = 0) and
+  // recomputes, keeping its sampler state, so its output is unchanged.
+  std::vector<int32_t> tokens;
+  int num_computed = 0;
+  int slot = -1;                    // batch slot while running
+  BlockTable blocks;                // paged mode
+  int64_t arrival = 0;              // admission order (FCFS tie-break, preemption victim)
+  int num_cached_tokens = -1;       // prefix-cache hit at first admission; -1 before
+  int num_preemptions = 0;
   bool cancel_requested = false;
 
   Clock::time_point submitted_at = Clock::now();
   Clock::time_point scheduled_at{}, first_token_at{};
 
   int prompt_length() const { return static_cast<int>(request.prompt_ids.size()); }
-  bool prefilling() const { return num_prefilled < prompt_length(); }
-  // Tokens the slot holds after the current step's work is done.
-  int cached_length() const { return num_prefilled + static_cast<int>(output_ids.size()) - (prefilling() ? 0 : 1); }
+  int num_output() const { return static_cast<int>(tokens.size()) - prompt_length(); }
+  int remaining() const { return static_cast<int>(tokens.size()) - num_computed; }
+  bool decoding() const { return remaining() == 1 && num_output() > 0; }
 };
 
 }  // namespace gemma

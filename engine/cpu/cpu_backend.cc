@@ -14,19 +14,12 @@ namespace {
 
 using cpu::LayerParams;
 
-// One slot's cache for one layer: [capacity, kv_heads, head_dim] for K and V.
-// Sliding layers keep a ring of exactly `sliding_window` positions (position
-// p at p % capacity); global layers keep every position.
-struct LayerCache {
+// One layer's KV pool: [num_blocks, block_size, kv_heads, head_dim] for K and
+// V. Global layers index it with a chunk's global_blocks, sliding layers with
+// its sliding_blocks (the block manager releases blocks that left the window).
+struct LayerPool {
   std::vector<float> k, v;
-  int capacity = 0;
-  bool ring = false;
-  int64_t Index(int32_t position) const { return ring ? position % capacity : position; }
-};
-
-struct SlotCache {
-  std::vector<LayerCache> layers;  // allocated on first use
-  int32_t length = 0;
+  bool sliding = false;
 };
 
 // Where the tokens of one chunk sit inside the step's token rows.
@@ -34,7 +27,7 @@ struct ChunkRows {
   int64_t first_row = 0;
   int64_t num_tokens = 0;
   int32_t start_position = 0;
-  int slot = 0;
+  std::span<const int32_t> global_blocks, sliding_blocks;
 };
 
 class CpuBackend final : public Backend {
@@ -44,20 +37,26 @@ class CpuBackend final : public Backend {
         params_(cpu::ConvertWeights(model)),
         pool_(options.num_threads),
         max_context_(std::min(options.max_context, model.config.max_position_embeddings)),
-        slots_(options.max_slots) {}
+        max_slots_(options.max_slots),
+        block_size_(options.block_size) {
+    const int per_sequence = (max_context_ + block_size_ - 1) / block_size_;
+    num_blocks_ = options.num_blocks > 0 ? options.num_blocks : options.max_slots * per_sequence;
+    AllocatePools();
+  }
 
   const ModelConfig& config() const override { return config_; }
   std::string name() const override { return "cpu"; }
-  int max_slots() const override { return static_cast<int>(slots_.size()); }
+  int max_slots() const override { return max_slots_; }
   int max_context() const override { return max_context_; }
-  void ResetSlot(int slot) override {
-    if (slot >= 0 && slot < max_slots()) slots_[slot].length = 0;
-  }
+  KvCacheSpec kv_cache_spec() const override { return {block_size_, num_blocks_, num_blocks_}; }
+  void ResetSlot(int) override {}  // paged: the block manager owns the KV
   absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
 
  private:
   absl::Status Validate(std::span<const SequenceChunk> chunks) const;
-  void EnsureAllocated(SlotCache& slot);
+  absl::Status ValidateBlocks(const SequenceChunk& c) const;
+  void AllocatePools();
+  int64_t Row(const LayerPool& pool, const ChunkRows& c, int32_t position) const;
   void RunLayer(int layer, std::span<const ChunkRows> rows, std::vector<float>& hidden);
   void Attend(int layer, const ChunkRows& chunk, const float* q, const float* k, const float* v,
               float* out);
@@ -69,41 +68,65 @@ class CpuBackend final : public Backend {
   cpu::ModelParams params_;
   ThreadPool pool_;
   int max_context_;
-  std::vector<SlotCache> slots_;
+  int max_slots_;
+  int block_size_;
+  int num_blocks_ = 0;
+  std::vector<LayerPool> pools_;  // per layer
 };
 
+void CpuBackend::AllocatePools() {
+  pools_.resize(config_.num_layers);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const LayerSpec& spec = config_.layers[l];
+    const size_t n = size_t{static_cast<size_t>(num_blocks_)} * block_size_ * spec.num_kv_heads * spec.head_dim;
+    pools_[l].k.assign(n, 0.0f);
+    pools_[l].v.assign(n, 0.0f);
+    pools_[l].sliding = !spec.is_global();
+  }
+}
+
+// Row index (in units of one position's kv_heads * head_dim) of `position`.
+int64_t CpuBackend::Row(const LayerPool& pool, const ChunkRows& c, int32_t position) const {
+  const auto& table = pool.sliding ? c.sliding_blocks : c.global_blocks;
+  return int64_t{table[position / block_size_]} * block_size_ + position % block_size_;
+}
+
+absl::Status CpuBackend::ValidateBlocks(const SequenceChunk& c) const {
+  const int64_t end = c.start_position + static_cast<int64_t>(c.token_ids.size());
+  const int64_t needed = (end + block_size_ - 1) / block_size_;
+  if (static_cast<int64_t>(c.global_blocks.size()) < needed || static_cast<int64_t>(c.sliding_blocks.size()) < needed)
+    return absl::InvalidArgumentError(absl::StrCat("slot ", c.slot, ": block tables cover ", c.global_blocks.size(), "/",
+                                                   c.sliding_blocks.size(), " blocks, positions up to ", end, " need ", needed));
+  // Sliding layers read from the window before the chunk's first query.
+  const int64_t first_sliding = std::max<int64_t>(0, c.start_position - config_.sliding_window + 1) / block_size_;
+  for (int64_t b = 0; b < needed; ++b) {
+    const int32_t g = c.global_blocks[b], s = c.sliding_blocks[b];
+    if (g < 0 || g >= num_blocks_)
+      return absl::InvalidArgumentError(absl::StrCat("slot ", c.slot, ": global block ", g, " at index ", b, " out of range"));
+    if (b >= first_sliding && (s < 0 || s >= num_blocks_))
+      return absl::InvalidArgumentError(absl::StrCat("slot ", c.slot, ": sliding block ", s, " at index ", b, " out of range"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::Validate(std::span<const SequenceChunk> chunks) const {
-  std::vector<bool> used(slots_.size(), false);
+  std::vector<bool> used(max_slots_, false);
   for (const SequenceChunk& c : chunks) {
     if (c.slot < 0 || c.slot >= max_slots())
       return absl::InvalidArgumentError(absl::StrCat("slot ", c.slot, " out of range [0, ", max_slots(), ")"));
     if (used[c.slot]) return absl::InvalidArgumentError(absl::StrCat("slot ", c.slot, " appears twice in one step"));
     used[c.slot] = true;
     if (c.token_ids.empty()) return absl::InvalidArgumentError("empty chunk");
-    if (c.start_position != slots_[c.slot].length)
-      return absl::InvalidArgumentError(absl::StrCat("chunk for slot ", c.slot, " starts at ", c.start_position,
-                                                     " but the slot holds ", slots_[c.slot].length, " tokens"));
+    if (c.start_position < 0)
+      return absl::InvalidArgumentError(absl::StrCat("chunk for slot ", c.slot, " starts at ", c.start_position));
     if (c.start_position + static_cast<int64_t>(c.token_ids.size()) > max_context_)
       return absl::OutOfRangeError(absl::StrCat("slot ", c.slot, " would exceed the context of ", max_context_));
     for (int32_t id : c.token_ids)
       if (id < 0 || id >= config_.vocab_size)
         return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary [0, ", config_.vocab_size, ")"));
+    if (absl::Status s = ValidateBlocks(c); !s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-void CpuBackend::EnsureAllocated(SlotCache& slot) {
-  if (!slot.layers.empty()) return;
-  slot.layers.resize(config_.num_layers);
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const LayerSpec& spec = config_.layers[l];
-    LayerCache& c = slot.layers[l];
-    c.ring = !spec.is_global();
-    c.capacity = c.ring ? std::min(config_.sliding_window, max_context_) : max_context_;
-    const size_t n = static_cast<size_t>(c.capacity) * spec.num_kv_heads * spec.head_dim;
-    c.k.assign(n, 0.0f);
-    c.v.assign(n, 0.0f);
-  }
 }
 
 absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, StepOutput* out) {
@@ -112,9 +135,8 @@ absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, StepOutp
   std::vector<ChunkRows> rows;
   int64_t total = 0;
   for (const SequenceChunk& c : chunks) {
-    rows.push_back({total, static_cast<int64_t>(c.token_ids.size()), c.start_position, c.slot});
+    rows.push_back({total, static_cast<int64_t>(c.token_ids.size()), c.start_position, c.global_blocks, c.sliding_blocks});
     total += c.token_ids.size();
-    EnsureAllocated(slots_[c.slot]);
   }
   std::vector<float> hidden(total * hidden_size);
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -125,7 +147,6 @@ absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, StepOutp
     }
   }
   for (int l = 0; l < config_.num_layers; ++l) RunLayer(l, rows, hidden);
-  for (const ChunkRows& r : rows) slots_[r.slot].length = r.start_position + r.num_tokens;
   ComputeLogits(chunks, rows, hidden, out);
   return absl::OkStatus();
 }
@@ -200,7 +221,7 @@ void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const flo
   const LayerSpec& spec = config_.layers[layer];
   const int64_t D = spec.head_dim, nq = config_.num_heads, nkv = spec.num_kv_heads;
   const int64_t group = nq / nkv;
-  const LayerCache& cache = slots_[c.slot].layers[layer];
+  const LayerPool& pool = pools_[layer];
   const int window = spec.is_global() ? 0 : config_.sliding_window;
   pool_.ParallelFor(c.num_tokens * nq, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
@@ -211,11 +232,11 @@ void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const flo
       const float* qh = q + ((c.first_row + j) * nq + h) * D;
       auto key = [&](int32_t u) {
         return u >= c.start_position ? k + ((c.first_row + u - c.start_position) * nkv + kvh) * D
-                                     : cache.k.data() + (cache.Index(u) * nkv + kvh) * D;
+                                     : pool.k.data() + (Row(pool, c, u) * nkv + kvh) * D;
       };
       auto value = [&](int32_t u) {
         return u >= c.start_position ? v + ((c.first_row + u - c.start_position) * nkv + kvh) * D
-                                     : cache.v.data() + (cache.Index(u) * nkv + kvh) * D;
+                                     : pool.v.data() + (Row(pool, c, u) * nkv + kvh) * D;
       };
       scores.resize(pos - lo + 1);
       float max_score = -INFINITY;
@@ -242,13 +263,11 @@ void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const flo
 void CpuBackend::AppendKv(int layer, const ChunkRows& c, const float* k, const float* v) {
   const LayerSpec& spec = config_.layers[layer];
   const int64_t row = int64_t{spec.num_kv_heads} * spec.head_dim;
-  LayerCache& cache = slots_[c.slot].layers[layer];
-  // A ring only needs the last `capacity` positions of the chunk.
-  const int64_t first = cache.ring ? std::max<int64_t>(0, c.num_tokens - cache.capacity) : 0;
-  for (int64_t j = first; j < c.num_tokens; ++j) {
-    const int64_t dst = cache.Index(c.start_position + static_cast<int32_t>(j)) * row;
-    std::copy_n(k + (c.first_row + j) * row, row, cache.k.data() + dst);
-    std::copy_n(v + (c.first_row + j) * row, row, cache.v.data() + dst);
+  LayerPool& pool = pools_[layer];
+  for (int64_t j = 0; j < c.num_tokens; ++j) {
+    const int64_t dst = Row(pool, c, c.start_position + static_cast<int32_t>(j)) * row;
+    std::copy_n(k + (c.first_row + j) * row, row, pool.k.data() + dst);
+    std::copy_n(v + (c.first_row + j) * row, row, pool.v.data() + dst);
   }
 }
 
@@ -283,6 +302,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const LoadedModel& mod
     return absl::InvalidArgumentError(absl::StrCat("max_slots must be >= 1, got ", options.max_slots));
   if (options.max_context < 1)
     return absl::InvalidArgumentError(absl::StrCat("max_context must be >= 1, got ", options.max_context));
+  if (options.block_size < 1)
+    return absl::InvalidArgumentError(absl::StrCat("block_size must be >= 1, got ", options.block_size));
+  if (options.num_blocks < 0)
+    return absl::InvalidArgumentError(absl::StrCat("num_blocks must be >= 0, got ", options.num_blocks));
   return std::unique_ptr<Backend>(new CpuBackend(model, options));
 }
 

@@ -1,6 +1,6 @@
 // The CPU reference backend: the full Gemma 4 forward in fp32 from bf16 (or
-// f16/f32) weights, a KV cache per slot (sliding layers keep only the
-// window), several sequences per step, work split over all cores.
+// f16/f32) weights, a paged KV cache (sliding layers read only the window's
+// blocks), several sequences per step, work split over all cores.
 //
 // Thread-safety: like every Backend, driven by one thread.
 #pragma once
@@ -17,6 +17,8 @@ struct CpuBackendOptions {
   int max_slots = 8;
   int max_context = 4096;
   int num_threads = 0;  // 0 = all cores
+  int block_size = 16;  // tokens per KV block
+  int num_blocks = 0;   // per pool (global, sliding); 0 = max_slots full contexts
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const LoadedModel& model,

@@ -38,6 +38,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   cpu_options.max_slots = options.max_slots;
   cpu_options.max_context = options.max_context;
   cpu_options.num_threads = options.num_threads;
+  cpu_options.block_size = options.kv_block_size;
+  cpu_options.num_blocks = options.num_kv_blocks;
   return CreateCpuBackend(**model, cpu_options);
 }
 

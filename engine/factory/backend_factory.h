@@ -17,6 +17,8 @@ struct BackendOptions {
   int max_context = 4096;         // tokens per sequence (capped by the model's max)
   int num_threads = 0;            // cpu: 0 = all cores
   bool use_cuda_graphs = true;    // cuda: replay the captured decode step
+  int kv_block_size = 16;         // paged backends: tokens per KV block
+  int num_kv_blocks = 0;          // paged backends: blocks per pool; 0 = max_slots full contexts
 };
 
 // True when the CUDA backend is compiled in and a device is visible.

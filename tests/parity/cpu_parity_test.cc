@@ -42,10 +42,27 @@ class CpuParityTest : public ::testing::TestWithParam<Fixture> {
     ASSERT_FALSE(golden_.prompts.empty());
   }
 
+  // Each slot gets a fixed run of blocks, the same for both pools: enough to
+  // test the forward without the engine's block manager.
+  static constexpr int kContext = 512, kBlock = 16, kBlocksPerSlot = kContext / kBlock;
+  static std::vector<int32_t> BlocksOf(int slot) {
+    std::vector<int32_t> b(kBlocksPerSlot);
+    for (int i = 0; i < kBlocksPerSlot; ++i) b[i] = slot * kBlocksPerSlot + i;
+    return b;
+  }
+  static SequenceChunk Chunk(int slot, std::span<const int32_t> ids, int32_t start, bool all_logits,
+                             const std::vector<int32_t>& blocks) {
+    SequenceChunk c{slot, ids, start, all_logits};
+    c.global_blocks = blocks;
+    c.sliding_blocks = blocks;
+    return c;
+  }
+
   std::unique_ptr<Backend> MakeBackend(int slots) {
     CpuBackendOptions options;
     options.max_slots = slots;
-    options.max_context = 512;
+    options.max_context = kContext;
+    options.block_size = kBlock;
     auto backend = CreateCpuBackend(*model_, options);
     EXPECT_TRUE(backend.ok()) << backend.status();
     return std::move(*backend);
@@ -78,7 +95,8 @@ TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
   for (size_t p = 0; p < golden_.prompts.size(); ++p) {
     const testing::GoldenPrompt& g = golden_.prompts[p];
     auto backend = MakeBackend(1);
-    SequenceChunk chunk{0, g.ids, 0, true};
+    const std::vector<int32_t> blocks = BlocksOf(0);
+    SequenceChunk chunk = Chunk(0, g.ids, 0, true, blocks);
     StepOutput out;
     ASSERT_TRUE(backend->Forward({&chunk, 1}, &out).ok());
     ASSERT_EQ(out.logits.size(), g.ids.size() * V);
@@ -93,7 +111,7 @@ TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
           << "prompt " << p << " step " << s;
       if (s < exact_steps) ASSERT_EQ(Argmax(last.data()), g.greedy[s]) << "prompt " << p << " step " << s;
       if (s + 1 == g.greedy.size()) break;
-      SequenceChunk step{0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false};
+      SequenceChunk step = Chunk(0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false, blocks);
       ASSERT_TRUE(backend->Forward({&step, 1}, &out).ok());
       last.assign(out.logits.begin(), out.logits.end());
     }
@@ -108,6 +126,8 @@ TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
   for (int chunk_len : {1, 7, window, window + 5}) {
     auto backend = MakeBackend(static_cast<int>(golden_.prompts.size()));
     std::vector<size_t> done(golden_.prompts.size(), 0);
+    std::vector<std::vector<int32_t>> blocks;
+    for (size_t p = 0; p < golden_.prompts.size(); ++p) blocks.push_back(BlocksOf(static_cast<int>(p)));
     std::vector<std::vector<float>> last(golden_.prompts.size());
     for (bool pending = true; pending;) {
       pending = false;
@@ -117,8 +137,8 @@ TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
         const auto& ids = golden_.prompts[p].ids;
         if (done[p] == ids.size()) continue;
         const size_t n = std::min<size_t>(chunk_len, ids.size() - done[p]);
-        chunks.push_back({static_cast<int>(p), std::span<const int32_t>(ids).subspan(done[p], n),
-                          static_cast<int32_t>(done[p]), false});
+        chunks.push_back(Chunk(static_cast<int>(p), std::span<const int32_t>(ids).subspan(done[p], n),
+                               static_cast<int32_t>(done[p]), false, blocks[p]));
         owner.push_back(p);
         done[p] += n;
         pending = true;
@@ -137,19 +157,24 @@ TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
   }
 }
 
-TEST_P(CpuParityTest, RejectsMisplacedChunksWithNamedErrors) {
+TEST_P(CpuParityTest, RejectsBadChunksWithNamedErrors) {
   auto backend = MakeBackend(2);
   const std::vector<int32_t> ids = {2, 5, 7};
-  SequenceChunk bad_start{0, ids, 3, false};
+  const std::vector<int32_t> blocks = BlocksOf(0);
   StepOutput out;
-  absl::Status s = backend->Forward({&bad_start, 1}, &out);
+  SequenceChunk no_blocks{0, ids, 0, false};
+  absl::Status s = backend->Forward({&no_blocks, 1}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("starts at 3"), std::string::npos) << s;
-  SequenceChunk bad_slot{7, ids, 0, false};
+  EXPECT_NE(s.message().find("block tables cover 0/0 blocks"), std::string::npos) << s;
+  const std::vector<int32_t> wild = {9999};
+  SequenceChunk bad_block = Chunk(0, ids, 0, false, wild);
+  s = backend->Forward({&bad_block, 1}, &out);
+  EXPECT_NE(s.message().find("global block 9999"), std::string::npos) << s;
+  SequenceChunk bad_slot = Chunk(7, ids, 0, false, blocks);
   s = backend->Forward({&bad_slot, 1}, &out);
   EXPECT_NE(s.message().find("slot 7"), std::string::npos) << s;
   const std::vector<int32_t> bad_ids = {2, model_->config.vocab_size};
-  SequenceChunk bad_token{0, bad_ids, 0, false};
+  SequenceChunk bad_token = Chunk(0, bad_ids, 0, false, blocks);
   s = backend->Forward({&bad_token, 1}, &out);
   EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s;
 }

@@ -1,0 +1,42 @@
+// How the engine gives sequences KV memory: per-sequence slots kept by the
+// backend, or paged blocks from a KvBlockManager (with prefix caching). The
+// scheduler talks to this interface only.
+//
+// Thread-safety: scheduler thread only.
+#pragma once
+
+#include <memory>
+
+#include "engine/core/backend.h"
+#include "engine/core/sequence.h"
+#include "engine/kv/kv_block_manager.h"
+
+namespace gemma {
+
+struct KvUsage {
+  int total_blocks = 0;   // slots in slot mode
+  int free_blocks = 0;
+  int block_size = 0;     // 0 in slot mode
+  PrefixCacheStats prefix;
+};
+
+class KvAllocator {
+ public:
+  virtual ~KvAllocator() = default;
+  // Gives the sequence a slot and whatever cached prefix it can reuse
+  // (sets seq.slot and seq.num_computed). False: not now, nothing changed.
+  virtual bool Admit(Sequence& seq) = 0;
+  // Backs positions [0, new_length). False: not now, nothing changed.
+  virtual bool Reserve(Sequence& seq, int new_length) = 0;
+  // KV of positions [0, seq.num_computed) is written.
+  virtual void Commit(Sequence& seq) = 0;
+  // Frees everything the sequence holds (cached blocks stay reusable).
+  virtual void Release(Sequence& seq) = 0;
+  // Adds the sequence's KV view to its chunk.
+  virtual void Describe(const Sequence& seq, SequenceChunk* chunk) const = 0;
+  virtual KvUsage Usage() const = 0;
+};
+
+std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend);
+
+}  // namespace gemma

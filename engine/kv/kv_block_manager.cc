@@ -1,0 +1,103 @@
+#include "engine/kv/kv_block_manager.h"
+
+#include <algorithm>
+
+namespace gemma {
+namespace {
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+
+uint64_t ChainHash(uint64_t parent, std::span<const int32_t> block_tokens) {
+  uint64_t h = Mix(parent, block_tokens.size());
+  for (int32_t t : block_tokens) h = Mix(h, static_cast<uint32_t>(t));
+  return h;
+}
+
+}  // namespace
+
+KvBlockManager::KvBlockManager(const KvBlockConfig& config)
+    : config_(config), global_(config.num_global_blocks), sliding_(config.num_sliding_blocks) {}
+
+int KvBlockManager::FirstLiveSlidingBlock(int position) const {
+  return std::max(0, position - config_.sliding_window + 1) / config_.block_size;
+}
+
+int KvBlockManager::AcquirePrefix(std::span<const int32_t> tokens, BlockTable* table) {
+  const int B = config_.block_size;
+  stats_.queries += tokens.size();
+  // Hash the full blocks, keeping at least one token to compute.
+  const int max_blocks = (static_cast<int>(tokens.size()) - 1) / B;
+  std::vector<uint64_t> hashes;
+  uint64_t h = 0;
+  for (int b = 0; b < max_blocks; ++b) hashes.push_back(h = ChainHash(h, tokens.subspan(b * B, B)));
+  int k = 0;  // longest run of cached global blocks
+  while (k < max_blocks && (!has_global() || global_.Lookup(hashes[k]))) ++k;
+  // Shrink until the sliding blocks the next query reads are cached too.
+  for (; k > 0 && has_sliding(); --k) {
+    bool ok = true;
+    for (int b = FirstLiveSlidingBlock(k * B); b < k && ok; ++b) ok = sliding_.Lookup(hashes[b]).has_value();
+    if (ok) break;
+  }
+  table->global.assign(k, -1);
+  table->sliding.assign(k, -1);
+  for (int b = 0; b < k; ++b) {
+    if (has_global()) {
+      table->global[b] = *global_.Lookup(hashes[b]);
+      global_.Ref(table->global[b]);
+    }
+    if (has_sliding() && b >= FirstLiveSlidingBlock(k * B)) {
+      table->sliding[b] = *sliding_.Lookup(hashes[b]);
+      sliding_.Ref(table->sliding[b]);
+    }
+  }
+  table->hashes.assign(hashes.begin(), hashes.begin() + k);
+  table->num_tokens = k * B;
+  stats_.hits += k * B;
+  return k * B;
+}
+
+bool KvBlockManager::CanReserve(const BlockTable& table, int new_length) const {
+  const int need = std::max(0, NumBlocks(new_length) - static_cast<int>(table.global.size()));
+  return (!has_global() || global_.num_available() >= need) && (!has_sliding() || sliding_.num_available() >= need);
+}
+
+bool KvBlockManager::Reserve(BlockTable* table, int new_length) {
+  if (!CanReserve(*table, new_length)) return false;
+  while (static_cast<int>(table->global.size()) < NumBlocks(new_length)) {
+    table->global.push_back(has_global() ? global_.Allocate() : -1);
+    table->sliding.push_back(has_sliding() ? sliding_.Allocate() : -1);
+  }
+  table->num_tokens = std::max(table->num_tokens, new_length);
+  return true;
+}
+
+void KvBlockManager::Commit(BlockTable* table, std::span<const int32_t> tokens, int length) {
+  const int B = config_.block_size;
+  for (int b = static_cast<int>(table->hashes.size()); (b + 1) * B <= length; ++b) {
+    const uint64_t parent = b == 0 ? 0 : table->hashes[b - 1];
+    const uint64_t h = ChainHash(parent, tokens.subspan(b * B, B));
+    table->hashes.push_back(h);
+    if (has_global()) global_.Register(table->global[b], h);
+    if (has_sliding() && table->sliding[b] >= 0) sliding_.Register(table->sliding[b], h);
+  }
+  if (!has_sliding()) return;
+  for (int b = 0; b < FirstLiveSlidingBlock(length); ++b) {
+    if (table->sliding[b] < 0) continue;
+    sliding_.Unref(table->sliding[b]);
+    table->sliding[b] = -1;
+  }
+}
+
+void KvBlockManager::Release(BlockTable* table) {
+  for (int32_t b : table->global)
+    if (b >= 0 && has_global()) global_.Unref(b);
+  for (int32_t b : table->sliding)
+    if (b >= 0) sliding_.Unref(b);
+  *table = BlockTable();
+}
+
+}  // namespace gemma
