@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "server/generate_reactor.h"
 #include "server/status_mapping.h"
+#include "spdlog/spdlog.h"
 
 namespace gemma::server {
 namespace {
@@ -17,10 +18,16 @@ grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
 }
 
-// A reactor that has already failed: finishes at once with `status`.
+// A stream refused before reaching the engine: finishes at once with
+// `status`, and logs the request's one line.
 class FailedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  explicit FailedStream(const grpc::Status& status) { Finish(status); }
+  FailedStream(const std::string& request_id, const grpc::Status& status) {
+    spdlog::info("request {} rejected: {}: {}", request_id.empty() ? "-" : request_id,
+                 absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
+                 status.error_message());
+    Finish(status);
+  }
   void OnDone() override { delete this; }
 };
 
@@ -54,17 +61,19 @@ std::string GemmaService::NewRequestId() {
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
     grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
-  if (grpc::Status status = CheckServing(); !status.ok()) return new FailedStream(status);
+  if (grpc::Status status = CheckServing(); !status.ok()) {
+    return new FailedStream(request->request_id(), status);
+  }
   if (request->request_id().size() > kMaxRequestIdBytes) {
-    return new FailedStream(InvalidArgument(absl::StrCat(
+    return new FailedStream("-", InvalidArgument(absl::StrCat(
         "request_id is ", request->request_id().size(), " bytes; at most ", kMaxRequestIdBytes)));
   }
   std::string id = request->request_id().empty() ? NewRequestId() : request->request_id();
   absl::StatusOr<GenerationRequest> built =
       BuildGenerationRequest(*request, id, *tokenizer_, limits_);
-  if (!built.ok()) return new FailedStream(ToGrpcStatus(built.status()));
+  if (!built.ok()) return new FailedStream(id, ToGrpcStatus(built.status()));
   if (!calls_.Add(id)) {
-    return new FailedStream(grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+    return new FailedStream(id, grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                                          absl::StrCat("request_id '", id, "' is already in flight")));
   }
   return GenerateReactor::Start(engine_, &calls_, *std::move(built));

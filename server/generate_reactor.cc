@@ -50,20 +50,18 @@ void GenerateReactor::OnEvent(GenerationEvent&& event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finish_called_) return;
+    if (event.finished) final_seen_ = true;
     if (event.finished && !event.error.ok()) {
+      // Tokens before the error still go out; the status, not a finish
+      // message, ends the call.
       final_status_ = ToGrpcStatus(event.error);
-      event.finished = false;  // tokens before the error still go out; the status ends the call
-      AppendEvent(event, &pending_);
-      has_pending_ = has_pending_ || !event.token_ids.empty();
-      event.finished = true;
-    } else {
-      AppendEvent(event, &pending_);
-      has_pending_ = true;
+      event.finished = false;
     }
-    if (event.finished) {
-      final_seen_ = true;
-      summary_ = std::move(event);
-    }
+    AppendEvent(event, &pending_);
+    num_output_tokens_ += static_cast<int>(event.token_ids.size());
+    has_pending_ = has_pending_ || event.finished || !event.token_ids.empty() ||
+                   !event.text_delta.empty();
+    if (final_seen_) summary_ = std::move(event);
   }
   Pump();
 }
@@ -148,17 +146,19 @@ void GenerateReactor::Pump() {
 void GenerateReactor::LogSummary() const {
   const double elapsed_ms = std::chrono::duration<double, std::milli>(
                                 std::chrono::steady_clock::now() - started_at_).count();
-  if (!final_status_.ok() && summary_.finish_reason == FinishReason::kNone) {
-    spdlog::info("request {} failed: {} ({}) prompt_tokens={} total_ms={:.1f}", request_id_,
-                 static_cast<int>(final_status_.error_code()), final_status_.error_message(),
-                 prompt_tokens_, elapsed_ms);
+  if (!final_status_.ok()) {
+    // Same numbering in gRPC and absl: reuse absl's names.
+    spdlog::info("request {} failed: {}: {} tokens_in={} tokens_out={} total_ms={:.1f}",
+                 request_id_,
+                 absl::StatusCodeToString(static_cast<absl::StatusCode>(final_status_.error_code())),
+                 final_status_.error_message(), prompt_tokens_, num_output_tokens_,
+                 elapsed_ms);
     return;
   }
-  spdlog::info("request {} tokens_in={} tokens_out={} ttft_ms={:.1f} total_ms={:.1f} finish={}{}",
+  spdlog::info("request {} tokens_in={} tokens_out={} ttft_ms={:.1f} total_ms={:.1f} finish={}",
                request_id_, summary_.usage.prompt_tokens, summary_.usage.completion_tokens,
                summary_.timings.time_to_first_token_ms, summary_.timings.total_ms,
-               FinishReasonName(summary_.finish_reason),
-               final_seen_ ? "" : " (client gone)");
+               FinishReasonName(summary_.finish_reason));
 }
 
 }  // namespace gemma::server

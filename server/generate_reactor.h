@@ -65,6 +65,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   bool finish_called_ = false;
   grpc::Status final_status_;
   GenerationEvent summary_;        // last event's finish fields, for the log line
+  int num_output_tokens_ = 0;
 };
 
 }  // namespace gemma::server
