@@ -1,5 +1,6 @@
 #include "engine/cpu/cpu_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gemma::cpu {
@@ -22,8 +23,10 @@ inline float Dot(const float* a, const float* b, int64_t n) {
 void MatMul(ThreadPool& pool, const float* x, int64_t rows, const float* w, int64_t in,
             int64_t out, float* y) {
   // Split over output features so every thread streams a disjoint slice of w;
-  // each weight row is reused for all token rows while it is in cache.
-  pool.ParallelFor(out, 16, [&](int64_t begin, int64_t end) {
+  // each weight row is reused for all token rows while it is in cache. Waking
+  // the pool costs tens of microseconds, so each part gets >= 256K MACs.
+  const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(1, rows * in));
+  pool.ParallelFor(out, grain, [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
       const float* wr = w + o * in;
       for (int64_t t = 0; t < rows; ++t) y[t * out + o] = Dot(x + t * in, wr, in);

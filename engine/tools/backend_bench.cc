@@ -54,6 +54,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int vocab = (*backend)->config().vocab_size;
+  // Paged backends: each slot gets its own run of blocks (no block manager here).
+  const gemma::KvCacheSpec kv = (*backend)->kv_cache_spec();
+  std::vector<std::vector<int32_t>> blocks(max_batch);
+  if (kv.block_size > 0) {
+    const int per_slot = (bo.max_context + kv.block_size - 1) / kv.block_size;
+    for (int s = 0; s < max_batch; ++s)
+      for (int b = 0; b < per_slot; ++b) blocks[s].push_back(s * per_slot + b);
+  }
+  auto chunk = [&](int slot, std::span<const int32_t> ids, int32_t start) {
+    gemma::SequenceChunk c{slot, ids, start, false};
+    c.global_blocks = blocks[slot];
+    c.sliding_blocks = blocks[slot];
+    return c;
+  };
   std::vector<int32_t> prompt(prompt_len);
   for (int i = 0; i < prompt_len; ++i) prompt[i] = 3 + (i * 7919) % (vocab - 3);
   std::printf("%-6s %14s %14s\n", "batch", "prefill tok/s", "decode tok/s");
@@ -62,7 +76,7 @@ int main(int argc, char** argv) {
     std::vector<gemma::SequenceChunk> chunks;
     for (int s = 0; s < batch; ++s) {
       (*backend)->ResetSlot(s);
-      chunks.push_back({s, prompt, 0, false});
+      chunks.push_back(chunk(s, prompt, 0));
     }
     gemma::StepOutput out;
     auto t0 = std::chrono::steady_clock::now();
@@ -74,7 +88,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> next(batch, 5);
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < decode_steps; ++step) {
-      for (int s = 0; s < batch; ++s) chunks[s] = {s, {&next[s], 1}, prompt_len + step, false};
+      for (int s = 0; s < batch; ++s) chunks[s] = chunk(s, {&next[s], 1}, prompt_len + step);
       if (auto st = (*backend)->Forward(chunks, &out); !st.ok()) {
         std::fprintf(stderr, "decode failed: %s\n", st.ToString().c_str());
         return 1;
