@@ -1,8 +1,11 @@
 // gemma-serve: loads a Gemma 4 model and serves gemma.v1.Gemma over gRPC.
 // SIGTERM/SIGINT drain: health NOT_SERVING, new calls UNAVAILABLE, streams in
-// flight finish (up to --grace-period-s), exit 0.
+// flight finish (up to --grace-period-s), exit 0. A second signal exits at
+// once with code 1.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "server/flags.h"
 #include "server/server.h"
@@ -49,6 +52,14 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received signal {}: draining (grace period {} s)", signal_number,
                flags.grace_period_s);
+  // A second signal during the drain means "now": stop without waiting.
+  std::thread([stop_signals] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    spdlog::warn("received signal {} again: exiting without draining", again);
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  }).detach();
   (*server)->Drain(std::chrono::milliseconds(static_cast<long>(flags.grace_period_s * 1000)));
   spdlog::info("stopped");
   spdlog::default_logger()->flush();
