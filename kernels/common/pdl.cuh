@@ -18,3 +18,28 @@ __device__ __forceinline__ void WaitForPreviousKernel() {
 }
 
 }  // namespace gemma::kernels
+
+#include <cuda_runtime.h>
+
+namespace gemma::kernels {
+
+// Launches `kernel` with programmatic stream serialization. REQUIRES: the
+// kernel calls WaitForPreviousKernel() before touching memory that earlier
+// kernels write (it may start while they still run).
+template <typename Params>
+void LaunchWithPdl(void (*kernel)(const Params), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, const Params& params) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, kernel, params);
+}
+
+}  // namespace gemma::kernels

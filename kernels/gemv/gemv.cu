@@ -74,6 +74,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   int base = begin + lane;
   LoadTile<R, U>(wv, w, base, end);
   WaitForPreviousKernel();
+  AllowDependentLaunch();  // the next kernel waits for our completion anyway
   while (base < end) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -141,16 +142,8 @@ constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 template <int B, int R, int U, int KS>
 void Launch(const GemvParams& p, cudaStream_t stream) {
   const int rows_per_block = (kWarpsPerBlock / KS) * R;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((p.n + rows_per_block - 1) / rows_per_block);
-  cfg.blockDim = dim3(kWarpsPerBlock * 32);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, GemvKernel<B, R, U, KS>, p);
+  LaunchWithPdl(GemvKernel<B, R, U, KS>, dim3((p.n + rows_per_block - 1) / rows_per_block),
+                dim3(kWarpsPerBlock * 32), 0, stream, p);
 }
 
 template <int B>
