@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   LoadRunner runner(options);
   ModelLimits limits;
   std::string error;
-  if (!runner.FetchModelLimits(&limits, &error)) {
+  if (!runner.FetchModelLimits(&limits, &error) || !runner.Connect(&error)) {
     std::cerr << "error: " << error << "\n";
     return 1;
   }

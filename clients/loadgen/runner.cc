@@ -62,9 +62,21 @@ LoadRunner::LoadRunner(const LoadgenOptions& options)
     // connection's flow control and framing do not cap a high-concurrency run.
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    stubs_.push_back(v1::Gemma::NewStub(
-        grpc::CreateCustomChannel(options.addr, grpc::InsecureChannelCredentials(), args)));
+    channels_.push_back(
+        grpc::CreateCustomChannel(options.addr, grpc::InsecureChannelCredentials(), args));
+    stubs_.push_back(v1::Gemma::NewStub(channels_.back()));
   }
+}
+
+bool LoadRunner::Connect(std::string* error) {
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(30);
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (!channels_[i]->WaitForConnected(deadline)) {
+      *error = "channel " + std::to_string(i) + " could not connect within 30 s";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool LoadRunner::FetchModelLimits(ModelLimits* limits, std::string* error) {

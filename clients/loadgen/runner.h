@@ -25,6 +25,10 @@ class LoadRunner {
  public:
   explicit LoadRunner(const LoadgenOptions& options);
 
+  // Opens every channel's connection, so that no measured request pays for a
+  // TCP handshake; false (with `*error`) when one cannot connect in 30 s.
+  bool Connect(std::string* error);
+
   // Asks the server for its vocabulary, context and BOS id; false (with
   // `*error`) when it cannot be reached.
   bool FetchModelLimits(ModelLimits* limits, std::string* error);
@@ -39,6 +43,7 @@ class LoadRunner {
   CallSettings settings_;
   std::string request_id_prefix_;  // random per process: concurrent loadgens never collide
   int num_runs_ = 0;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Gemma::Stub>> stubs_;  // one per channel
 };
 
