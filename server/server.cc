@@ -115,8 +115,8 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
   const auto deadline = std::chrono::steady_clock::now() + grace;
   SetHealth(false);
   service_.StartDraining();
-  const int in_flight = service_.active_calls().size();
-  if (in_flight > 0) spdlog::info("draining: waiting for {} stream(s)", in_flight);
+  spdlog::info("draining: refusing new calls, waiting for {} stream(s)",
+               service_.active_calls().size());
   if (!service_.active_calls().WaitUntilEmpty(deadline)) {
     spdlog::warn("draining: grace period over, cancelling {} stream(s)",
                  service_.active_calls().size());

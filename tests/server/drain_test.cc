@@ -58,7 +58,8 @@ TEST(DrainTest, SigtermFinishesStreamsRefusesNewCallsAndExitsZero) {
   }
   ASSERT_TRUE(Eventually([&] { return started.load() == kStreams; }, std::chrono::seconds(30)));
   serve.Signal(SIGTERM);
-  ASSERT_FALSE(serve.WaitForLine("draining", std::chrono::seconds(10)).empty()) << serve.output();
+  ASSERT_FALSE(serve.WaitForLine("refusing new calls", std::chrono::seconds(10)).empty())
+      << serve.output();
 
   // While the four streams run on, the server refuses new work.
   auto stub = NewStub(address);
