@@ -95,7 +95,7 @@ EOF
 fi
 if ! podman image exists "$base_image"; then
   step "podman import $base_tar as $base_image"
-  podman import --change 'CMD ["/bin/bash"]' "$base_tar" "$base_image" >/dev/null
+  podman import --quiet --change 'CMD ["/bin/bash"]' "$base_tar" "$base_image" >/dev/null
 fi
 
 # --- 2. the image --------------------------------------------------------------
@@ -132,7 +132,7 @@ python3 - "$logs/inspect.json" <<'EOF' || fail "image configuration"
 import json, sys
 image = json.load(open(sys.argv[1]))[0]
 config = image["Config"]
-health = image.get("HealthCheck") or config.get("Healthcheck") or {}
+health = image.get("Healthcheck") or config.get("Healthcheck") or {}
 checks = {
     "user gemma": config.get("User") == "gemma",
     "exec-form entrypoint": config.get("Entrypoint") == ["/opt/gemma-serve/bin/gemma-serve"],
@@ -160,10 +160,11 @@ gemma_cli() { in_ns "$cli" --addr 127.0.0.1:50051 --timeout-s 120 "$@"; }
 
 step "podman run $image (its ENTRYPOINT and CMD) in network namespace $netns"
 # This machine's root lacks CAP_SYS_RESOURCE: ask for limits it already has,
-# not podman's raised defaults.
+# not podman's raised defaults. With no systemd here podman cannot time the
+# HEALTHCHECK (it says so in podman.err): it is run below by hand.
 podman --runtime "$runtime" run -d --name "$name" --network "ns:/run/netns/$netns" \
   --ulimit "nofile=$(ulimit -n):$(ulimit -n)" --ulimit nproc=4096:4096 \
-  "$image" > /dev/null
+  "$image" > /dev/null 2>> "$logs/podman.err" || { cat "$logs/podman.err"; fail "podman run"; }
 
 serving=0
 for _ in $(seq 1 120); do
@@ -183,7 +184,7 @@ grep -qx SERVING "$logs/health.out" || fail "health is not SERVING"
 
 podman --runtime "$runtime" healthcheck run "$name" > "$logs/healthcheck.out" 2>&1 ||
   { cat "$logs/healthcheck.out"; fail "the image's HEALTHCHECK failed"; }
-echo "   podman healthcheck run: ok $(cat "$logs/healthcheck.out")"
+echo "   podman healthcheck run (the image's HEALTHCHECK): exit 0 $(cat "$logs/healthcheck.out")"
 
 uid=$(podman exec "$name" id -u)
 pid1=$(podman exec "$name" cat /proc/1/cmdline | tr '\0' ' ')
@@ -214,7 +215,7 @@ sed 's/^/   /' "$logs/generate.err"
 
 # Drain: a stream in flight when `podman stop` sends the image's STOPSIGNAL must
 # run to its end, and the server must exit 0.
-drain_tokens=300
+drain_tokens=1000
 gemma_cli generate "Love is" --ignore-eos --max-tokens "$drain_tokens" --seed 7 --verbose \
   > "$logs/drain.out" 2> "$logs/drain.err" &
 stream_pid=$!
@@ -225,7 +226,8 @@ done
 [ -s "$logs/drain.out" ] || fail "the drain stream produced no output"
 step "podman stop (STOPSIGNAL) with a $drain_tokens-token stream in flight"
 stop_start_s=$(date +%s)
-podman stop --time 90 "$name" > /dev/null
+podman stop --time 90 "$name" > /dev/null 2>> "$logs/podman.err" ||
+  { cat "$logs/podman.err"; fail "podman stop"; }
 stream_rc=0
 wait "$stream_pid" || stream_rc=$?
 exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
