@@ -162,9 +162,10 @@ step "podman run $image (its ENTRYPOINT and CMD) in network namespace $netns"
 # This machine's root lacks CAP_SYS_RESOURCE: ask for limits it already has,
 # not podman's raised defaults. With no systemd here podman cannot time the
 # HEALTHCHECK (it says so in podman.err): it is run below by hand.
-podman --runtime "$runtime" run -d --name "$name" --network "ns:/run/netns/$netns" \
-  --ulimit "nofile=$(ulimit -n):$(ulimit -n)" --ulimit nproc=4096:4096 \
-  "$image" > /dev/null 2>> "$logs/podman.err" || { cat "$logs/podman.err"; fail "podman run"; }
+podman_run=(podman --runtime "$runtime" run --network "ns:/run/netns/$netns"
+  --ulimit "nofile=$(ulimit -n):$(ulimit -n)" --ulimit nproc=4096:4096)
+"${podman_run[@]}" -d --name "$name" "$image" > /dev/null 2>> "$logs/podman.err" ||
+  { cat "$logs/podman.err"; fail "podman run"; }
 
 serving=0
 for _ in $(seq 1 120); do
@@ -212,6 +213,21 @@ echo "   ids:    $got_ids"
 echo "   golden: $want_ids"
 sed 's/^/   /' "$logs/generate.err"
 [ "$got_ids" = "$want_ids" ] || fail "greedy ids differ from the golden reference"
+
+# The compose file's loadtest profile: gemma-loadgen from the same image, in a
+# second container, against the server (a small bounded load).
+if podman exec "$name" test -x /opt/gemma-serve/bin/gemma-loadgen; then
+  "${podman_run[@]}" --rm --entrypoint /opt/gemma-serve/bin/gemma-loadgen "$image" \
+    --addr=127.0.0.1:50051 --concurrency=4 --num-requests=16 --input-len=32 --output-len=32 \
+    --ignore-eos > "$logs/loadgen.out" 2>> "$logs/podman.err" ||
+    { cat "$logs/loadgen.out" "$logs/podman.err"; fail "gemma-loadgen"; }
+  grep -E '^(Successful|Failed) requests|^Output token throughput|^TTFT|^TPOT' "$logs/loadgen.out" |
+    sed 's/^/   loadgen: /'
+  grep -Eq '^Successful requests: +16$' "$logs/loadgen.out" || fail "loadgen: not 16 successes"
+  grep -Eq '^Failed requests: +0$' "$logs/loadgen.out" || fail "loadgen: failed requests"
+else
+  echo "   (no gemma-loadgen in this image: the loadtest profile's check is skipped)"
+fi
 
 # Drain: a stream in flight when `podman stop` sends the image's STOPSIGNAL must
 # run to its end, and the server must exit 0.
