@@ -100,7 +100,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   auto cache_or = cuda::KvCache::Create(config, o.max_slots, max_context, chunk_tokens);
   if (!cache_or.ok()) return cache_or.status();
   cache = std::move(*cache_or);
-  auto linear_or = cuda::LinearRunner::Create(stream);
+  auto linear_or = cuda::LinearRunner::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
   // Logits rows per pass: bounded by memory (fp32 [rows, vocab]), at least a

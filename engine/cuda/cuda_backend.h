@@ -22,7 +22,9 @@ namespace gemma {
 struct CudaTuning {
   int max_chunk_tokens = 2048;  // tokens per pass; sizes the sliding rings
   int decode_splits = 0;        // split-K partitions of decode attention; 0 = auto
-  bool autotune_gemv = true;    // time the GEMV tilings per shape at start
+  // Time the GEMV tilings per shape at start, and the cuBLASLt algorithms of
+  // full-size prefill passes at first use.
+  bool autotune_gemv = true;
   bool length_aware = true;     // false: attention sweeps the whole capacity
   // The embedding is scaled by sqrt(H) in the compute dtype: bf16(sqrt(H))
   // for bf16 serving (73.5 at H = 5376). The fixtures' float64 references use

@@ -9,28 +9,17 @@
 namespace gemma::cuda {
 namespace {
 
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
-
-absl::Status CublasStatus(cublasStatus_t st, const char* what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusString(st)));
-}
+constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(cudaStream_t stream) {
+absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(bool autotune, int tune_m) {
   std::unique_ptr<LinearRunner> r(new LinearRunner());
-  GEMMA_STATUS_RETURN_IF_ERROR(CublasStatus(cublasCreate(&r->cublas_), "cublasCreate"));
-  // A fixed workspace keeps cuBLAS from allocating inside a captured graph.
-  GEMMA_STATUS_RETURN_IF_ERROR(r->workspace_.Allocate(kCublasWorkspaceBytes));
-  GEMMA_STATUS_RETURN_IF_ERROR(CublasStatus(
-      cublasSetWorkspace(r->cublas_, r->workspace_.get(), kCublasWorkspaceBytes), "cublasSetWorkspace"));
-  GEMMA_STATUS_RETURN_IF_ERROR(CublasStatus(cublasSetStream(r->cublas_, stream), "cublasSetStream"));
+  GEMMA_STATUS_RETURN_IF_ERROR(r->workspace_.Allocate(kGemmWorkspaceBytes));
+  auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m);
+  if (!gemm.ok()) return gemm.status();
+  r->gemm_ = std::move(*gemm);
   return r;
-}
-
-LinearRunner::~LinearRunner() {
-  if (cublas_) cublasDestroy(cublas_);
 }
 
 int LinearRunner::VariantFor(int n, int k, int batch) const {
@@ -52,16 +41,8 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
     p.variant = VariantFor(a.n, a.k, a.m);
     return KernelStatus(kernels::LaunchGemv(p, stream));
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(CublasStatus(cublasSetStream(cublas_, stream), "cublasSetStream"));
-  // Column-major view: out^T [n, m] = w^T(op T of the [k, n] buffer) . x^T [k, m].
-  const float alpha = 1.0f, beta = 0.0f;
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
-  const cudaDataType_t out_type = a.out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-  GEMMA_STATUS_RETURN_IF_ERROR(CublasStatus(
-      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, a.n, a.m, a.k, &alpha, a.w, CUDA_R_16BF, a.k,
-                   a.x, CUDA_R_16BF, a.k, &beta, out, out_type, a.n, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx"));
+  GEMMA_STATUS_RETURN_IF_ERROR(gemm_->Run(a.w, a.x, out, a.out_f32 != nullptr, a.m, a.n, a.k, stream));
   if (a.softcap > 0.0f) {
     kernels::SoftcapParams sp;
     sp.x = a.out_f32;

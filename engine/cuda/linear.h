@@ -1,11 +1,11 @@
 // y[m, n] = x[m, k] . w[n, k]^T for bf16 weights in nn.Linear layout. Up to
 // kGemvMaxBatch rows run the bandwidth-bound GEMV kernel (decode); more rows
-// run a cuBLAS bf16 GEMM with fp32 accumulation (prefill). Graph-safe: no
-// allocation or synchronization after construction.
+// run a cuBLASLt bf16 GEMM with fp32 accumulation (prefill). Decode is
+// graph-safe: no allocation or synchronization after construction; a GEMM's
+// first use of a shape plans it (and for the full pass size, times it).
 // Thread-safety: owned by the backend's thread.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
+#include "engine/cuda/lt_gemm.h"
 
 namespace gemma::cuda {
 
@@ -28,8 +29,9 @@ struct LinearArgs {
 
 class LinearRunner {
  public:
-  static absl::StatusOr<std::unique_ptr<LinearRunner>> Create(cudaStream_t stream);
-  ~LinearRunner();
+  // `autotune`: time GEMM algorithms for m == tune_m (and GEMV tilings in
+  // Autotune()).
+  static absl::StatusOr<std::unique_ptr<LinearRunner>> Create(bool autotune, int tune_m);
   absl::Status Run(const LinearArgs& a, cudaStream_t stream);
 
   // Times every GEMV variant for (n, k, batch) and remembers the fastest.
@@ -43,8 +45,8 @@ class LinearRunner {
   LinearRunner() = default;
   int VariantFor(int n, int k, int batch) const;
 
-  cublasHandle_t cublas_ = nullptr;
   DeviceBuffer workspace_;
+  std::unique_ptr<LtGemm> gemm_;
   std::map<std::tuple<int, int, int>, int> best_;  // (n, k, batch) -> GEMV variant
 };
 

@@ -10,8 +10,6 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void EmbeddingKernel(const __grid_constant__ EmbeddingParams p) {
-  WaitForPreviousKernel();
-  AllowDependentLaunch();
   const int t = blockIdx.x;
   int id = p.token_ids[t];
   if (id < 0 || id >= p.vocab) id = 0;
@@ -31,7 +29,6 @@ __device__ __forceinline__ float GeluTanh(float x) {
 }
 
 __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
-  WaitForPreviousKernel();
   AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   const int vecs = p.inter / 8;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * vecs;
@@ -49,7 +46,6 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
 }
 
 __global__ void GatherRowsKernel(const __grid_constant__ GatherRowsParams p) {
-  WaitForPreviousKernel();
   AllowDependentLaunch();  // the lm_head GEMV may prefetch its weights meanwhile
   const int r = blockIdx.x;
   const uint4* src = reinterpret_cast<const uint4*>(p.src + static_cast<size_t>(p.rows[r]) * p.width);
@@ -58,8 +54,6 @@ __global__ void GatherRowsKernel(const __grid_constant__ GatherRowsParams p) {
 }
 
 __global__ void SoftcapKernel(const __grid_constant__ SoftcapParams p) {
-  WaitForPreviousKernel();
-  AllowDependentLaunch();
   const float inv = 1.0f / p.cap;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -79,7 +73,7 @@ std::string LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (!p.token_ids || !p.table || !p.out) return "embedding: null pointer";
   if (p.num_tokens <= 0 || p.vocab <= 0 || p.hidden <= 0 || p.hidden % 8 != 0)
     return "embedding: bad shape (hidden must be a positive multiple of 8)";
-  LaunchWithPdl(EmbeddingKernel, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
+  EmbeddingKernel<<<p.num_tokens, kThreads, 0, stream>>>(p);
   return LaunchError("embedding");
 }
 
@@ -87,21 +81,20 @@ std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
   if (!p.in || !p.out) return "gelu_gate: null pointer";
   if (p.num_tokens <= 0 || p.inter <= 0 || p.inter % 8 != 0)
     return "gelu_gate: bad shape (inter must be a positive multiple of 8)";
-  LaunchWithPdl(GeluGateKernel, dim3(GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8)),
-                dim3(kThreads), 0, stream, p);
+  GeluGateKernel<<<GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8), kThreads, 0, stream>>>(p);
   return LaunchError("gelu_gate");
 }
 
 std::string LaunchGatherRows(const GatherRowsParams& p, cudaStream_t stream) {
   if (!p.src || !p.rows || !p.dst) return "gather_rows: null pointer";
   if (p.num_rows <= 0 || p.width <= 0 || p.width % 8 != 0) return "gather_rows: bad shape";
-  LaunchWithPdl(GatherRowsKernel, dim3(p.num_rows), dim3(kThreads), 0, stream, p);
+  GatherRowsKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
   return LaunchError("gather_rows");
 }
 
 std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream) {
   if (!p.x || p.count <= 0 || !(p.cap > 0.0f)) return "softcap: bad arguments";
-  LaunchWithPdl(SoftcapKernel, dim3(GridFor(p.count)), dim3(kThreads), 0, stream, p);
+  SoftcapKernel<<<GridFor(p.count), kThreads, 0, stream>>>(p);
   return LaunchError("softcap");
 }
 

@@ -74,7 +74,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   int base = begin + lane;
   LoadTile<R, U>(wv, w, base, end);
   WaitForPreviousKernel();
-  AllowDependentLaunch();  // the next kernel waits for our completion anyway
   while (base < end) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {

@@ -15,7 +15,6 @@ constexpr int kMaxHidden = 16384;
 __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
   extern __shared__ float row[];
   __shared__ float scratch[32];
-  WaitForPreviousKernel();
   AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
   const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
   float* h = p.residual + base;
@@ -68,7 +67,7 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
     cudaFuncSetAttribute(ResidualNormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(smem));
   }
-  LaunchWithPdl(ResidualNormKernel, dim3(p.num_tokens), dim3(kThreads), smem, stream, p);
+  ResidualNormKernel<<<p.num_tokens, kThreads, smem, stream>>>(p);
   return LaunchError("residual_norm");
 }
 

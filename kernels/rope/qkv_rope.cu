@@ -2,7 +2,6 @@
 
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
-#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -44,8 +43,6 @@ __device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const
 
 __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_constant__ QkvRopeParams p) {
   __shared__ float bufs[kWarps][kMaxHeadDim];
-  WaitForPreviousKernel();
-  AllowDependentLaunch();
   const int t = blockIdx.x;
   const int warp = threadIdx.x >> 5;
   const int d = p.head_dim;
@@ -92,7 +89,7 @@ std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   // One warp per head vector; blocks spread the heads so a decode step (one
   // token) still fills several multiprocessors.
   const dim3 grid(p.num_tokens, (p.num_heads + 2 * p.num_kv_heads + kWarps - 1) / kWarps);
-  LaunchWithPdl(QkvRopeKernel, grid, dim3(kWarps * 32), 0, stream, p);
+  QkvRopeKernel<<<grid, kWarps * 32, 0, stream>>>(p);
   return LaunchError("qkv_rope");
 }
 

@@ -3,7 +3,6 @@
 #include <cfloat>
 
 #include "kernels/common/launch.h"
-#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -20,8 +19,6 @@ __device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
 __global__ void __launch_bounds__(kThreads) ArgmaxKernel(const __grid_constant__ ArgmaxParams p) {
   __shared__ float vals[32];
   __shared__ int idxs[32];
-  WaitForPreviousKernel();
-  AllowDependentLaunch();
   const float* row = p.logits + static_cast<size_t>(blockIdx.x) * p.vocab;
   float best = -FLT_MAX;
   int best_i = p.vocab;  // sentinel: any real index beats it on ties
@@ -67,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) ArgmaxKernel(const __grid_constant__
 std::string LaunchArgmax(const ArgmaxParams& p, cudaStream_t stream) {
   if (!p.logits || !p.out) return "argmax: null pointer";
   if (p.num_rows <= 0 || p.vocab <= 0) return "argmax: bad shape";
-  LaunchWithPdl(ArgmaxKernel, dim3(p.num_rows), dim3(kThreads), 0, stream, p);
+  ArgmaxKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
   return LaunchError("argmax");
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
@@ -40,15 +41,35 @@ std::vector<int32_t> LongPrompt(const std::string& dir) {
   return ids;
 }
 
+constexpr int kMaxContext = 512;
+
+// The CPU backend is paged: one sequence gets blocks 0, 1, ... in order
+// (ignored by the CUDA backend, which keeps per-slot caches).
+const std::vector<int32_t>& IdentityBlocks() {
+  static const std::vector<int32_t> blocks = [] {
+    std::vector<int32_t> b(kMaxContext);
+    for (int i = 0; i < kMaxContext; ++i) b[i] = i;
+    return b;
+  }();
+  return blocks;
+}
+
+SequenceChunk Chunk(std::span<const int32_t> ids, int32_t start, bool all_logits) {
+  SequenceChunk c{0, ids, start, all_logits};
+  c.global_blocks = IdentityBlocks();
+  c.sliding_blocks = IdentityBlocks();
+  return c;
+}
+
 // All prompt logits, then kDecodeSteps rows while feeding `feed` back.
 std::vector<float> RunAll(Backend& b, const std::vector<int32_t>& prompt, const std::vector<int32_t>& feed) {
   std::vector<float> rows;
   StepOutput out;
-  SequenceChunk c{0, prompt, 0, true};
+  SequenceChunk c = Chunk(prompt, 0, true);
   EXPECT_TRUE(b.Forward({&c, 1}, &out).ok());
   rows = out.logits;
   for (int s = 0; s < kDecodeSteps; ++s) {
-    SequenceChunk d{0, {&feed[s], 1}, int32_t(prompt.size()) + s, false};
+    SequenceChunk d = Chunk({&feed[s], 1}, int32_t(prompt.size()) + s, false);
     EXPECT_TRUE(b.Forward({&d, 1}, &out).ok());
     rows.insert(rows.end(), out.logits.begin(), out.logits.end());
   }
@@ -65,18 +86,20 @@ TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
 
   CpuBackendOptions co;
   co.max_slots = 1;
-  co.max_context = 512;
+  co.max_context = kMaxContext;
+  co.block_size = 1;  // identity tables of one block per position
   auto cpu = CreateCpuBackend(**model, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   // The CPU's own greedy tokens are fed to both backends.
   std::vector<int32_t> feed(kDecodeSteps, prompt.back());
   {
     StepOutput out;
-    SequenceChunk c{0, prompt, 0, false};
-    ASSERT_TRUE((*cpu)->Forward({&c, 1}, &out).ok());
+    SequenceChunk c = Chunk(prompt, 0, false);
+    auto st = (*cpu)->Forward({&c, 1}, &out);
+    ASSERT_TRUE(st.ok()) << st;
     for (int s = 0; s < kDecodeSteps; ++s) {
       feed[s] = int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-      SequenceChunk d{0, {&feed[s], 1}, kPromptTokens + s, false};
+      SequenceChunk d = Chunk({&feed[s], 1}, kPromptTokens + s, false);
       ASSERT_TRUE((*cpu)->Forward({&d, 1}, &out).ok());
     }
     (*cpu)->ResetSlot(0);
@@ -88,7 +111,7 @@ TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
     BackendOptions o;
     o.model_dir = FortunesDir();
     o.max_slots = 2;
-    o.max_context = 512;
+    o.max_context = kMaxContext;
     CudaTuning t;
     t.max_chunk_tokens = chunk;
     auto gpu = CreateCudaBackendWithTuning(o, t);

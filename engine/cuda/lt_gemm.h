@@ -1,0 +1,44 @@
+// Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, fp32 accumulate,
+// bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
+// full prefill pass) the heuristic's top candidates are timed once on the
+// real buffers and the fastest kept; other m use the heuristic's first
+// choice. Thread-safety: owned by the backend's thread.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+
+namespace gemma::cuda {
+
+class LtGemm {
+ public:
+  // `workspace` (device, `workspace_bytes`) must outlive this object.
+  static absl::StatusOr<std::unique_ptr<LtGemm>> Create(void* workspace, size_t workspace_bytes,
+                                                        bool autotune, int tune_m);
+  ~LtGemm();
+  absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
+                   cudaStream_t stream);
+
+ private:
+  struct Plan;
+  LtGemm() = default;
+  absl::StatusOr<Plan*> GetPlan(const void* w, const void* x, void* out, bool out_f32, int m, int n,
+                                int k, cudaStream_t stream);
+  absl::Status Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* cands, int count, const void* w,
+                    const void* x, void* out, cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  bool autotune_ = true;
+  int tune_m_ = 0;
+  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace gemma::cuda
