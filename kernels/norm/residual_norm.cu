@@ -20,12 +20,17 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
   float* h = p.residual + base;
   const int vecs = p.hidden / 8;
 
-  if (p.branch != nullptr) {
-    const uint4* b = reinterpret_cast<const uint4*>(p.branch + base);
+  if (p.branch != nullptr || p.branch_f32 != nullptr) {
     float ss = 0.0f;
     for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
       float f[8];
-      Unpack8(b[v], f);
+      if (p.branch_f32) {
+        const float4* b = reinterpret_cast<const float4*>(p.branch_f32 + base) + 2 * v;
+        const float4 lo = b[0], hi = b[1];
+        f[0] = lo.x, f[1] = lo.y, f[2] = lo.z, f[3] = lo.w, f[4] = hi.x, f[5] = hi.y, f[6] = hi.z, f[7] = hi.w;
+      } else {
+        Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], f);
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         row[8 * v + j] = f[j];
@@ -59,7 +64,8 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
 
 std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream) {
   if (!p.residual || !p.out_weight || !p.out) return "residual_norm: null pointer";
-  if (p.branch && !p.branch_weight) return "residual_norm: branch without branch_weight";
+  if ((p.branch || p.branch_f32) && !p.branch_weight) return "residual_norm: branch without branch_weight";
+  if (p.branch && p.branch_f32) return "residual_norm: give branch in one dtype";
   if (p.num_tokens <= 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.hidden > kMaxHidden)
     return "residual_norm: hidden must be a positive multiple of 8 up to 16384";
   const size_t smem = static_cast<size_t>(p.hidden) * sizeof(float);

@@ -17,7 +17,8 @@
 namespace gemma::kernels {
 
 struct ResidualNormParams {
-  const __nv_bfloat16* branch = nullptr;  // [num_tokens, hidden] or nullptr: h unchanged
+  const __nv_bfloat16* branch = nullptr;  // [num_tokens, hidden], or
+  const float* branch_f32 = nullptr;      // the same in fp32 (saves a rounding); both null: h unchanged
   const float* branch_weight = nullptr;   // [hidden]; required with branch
   const float* layer_scalar = nullptr;    // [1] on the device, or nullptr for 1
   float* residual = nullptr;              // [num_tokens, hidden] fp32, updated in place

@@ -13,8 +13,11 @@ enum class Part { kQuery, kKey, kValue };
 
 // One warp normalizes (and for q/k rotates) one head vector of D values,
 // staged in shared memory so each lane can read its rotation partner.
+// `cos_t`/`sin_t` hold the token's rope_pairs angles (computed once per block:
+// sincosf of large angles takes the slow range-reduction path).
 __device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const float* weight,
-                             bool rotate, int pos, const QkvRopeParams& p, float* buf) {
+                             bool rotate, const QkvRopeParams& p, float* buf, const float* cos_t,
+                             const float* sin_t) {
   const int lane = threadIdx.x & 31;
   const int d = p.head_dim;
   float ss = 0.0f;
@@ -31,9 +34,7 @@ __device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const
     float out = buf[i];
     const int k = i < half ? i : i - half;
     if (rotate && k < p.rope_pairs) {
-      const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
-      float s, c;
-      sincosf(static_cast<float>(pos) * inv_freq, &s, &c);
+      const float c = cos_t[k], s = sin_t[k];
       out = i < half ? buf[i] * c - buf[i + half] * s : buf[i] * c + buf[i - half] * s;
     }
     dst[i] = __float2bfloat16(out);
@@ -43,6 +44,7 @@ __device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const
 
 __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_constant__ QkvRopeParams p) {
   __shared__ float bufs[kWarps][kMaxHeadDim];
+  __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
   const int t = blockIdx.x;
   const int warp = threadIdx.x >> 5;
   const int d = p.head_dim;
@@ -54,21 +56,26 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   const int index = p.ring ? pos % p.capacity : pos;
   const size_t cache_row = (static_cast<size_t>(slot) * p.capacity + index) * p.num_kv_heads * d;
 
+  for (int k = threadIdx.x; k < p.rope_pairs; k += blockDim.x) {
+    const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
+    sincosf(static_cast<float>(pos) * inv_freq, &sin_t[k], &cos_t[k]);
+  }
+  __syncthreads();
   const int total = p.num_heads + 2 * p.num_kv_heads;  // q heads, k heads, v heads
   const int job = blockIdx.y * kWarps + warp;
   if (job < total) {
     if (job < p.num_heads) {
       NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d,
-                   p.q_norm, true, pos, p, bufs[warp]);
+                   p.q_norm, true, p, bufs[warp], cos_t, sin_t);
     } else if (job < p.num_heads + p.num_kv_heads) {
       const int j = job - p.num_heads;
-      NormRopeHead(row + (p.num_heads + j) * d, p.k_cache + cache_row + j * d, p.k_norm, true, pos,
-                   p, bufs[warp]);
+      NormRopeHead(row + (p.num_heads + j) * d, p.k_cache + cache_row + j * d, p.k_norm, true, p,
+                   bufs[warp], cos_t, sin_t);
     } else {
       const int j = job - p.num_heads - p.num_kv_heads;
       const int src_head = p.k_eq_v ? p.num_heads + j : p.num_heads + p.num_kv_heads + j;
-      NormRopeHead(row + src_head * d, p.v_cache + cache_row + j * d, nullptr, false, pos, p,
-                   bufs[warp]);
+      NormRopeHead(row + src_head * d, p.v_cache + cache_row + j * d, nullptr, false, p, bufs[warp],
+                   cos_t, sin_t);
     }
   }
 }

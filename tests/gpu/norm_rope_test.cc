@@ -15,7 +15,7 @@ namespace {
 using gpu_test::DeviceArray;
 using gpu_test::ToF;
 
-void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar) {
+void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch);
   const size_t n = static_cast<size_t>(tokens) * hidden;
   const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
@@ -25,9 +25,11 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar) {
   const float s = 0.7f;
   DeviceArray<float> dh(h0), dwb(wb), dwo(wo), ds(std::vector<float>{s});
   DeviceArray<__nv_bfloat16> dbr(br), dout(n);
+  DeviceArray<float> dbr32(gpu_test::ToFloat(br));
   dout.Poison();
   kernels::ResidualNormParams p;
-  p.branch = branch ? dbr.get() : nullptr;
+  p.branch = branch && !f32_branch ? dbr.get() : nullptr;
+  p.branch_f32 = branch && f32_branch ? dbr32.get() : nullptr;
   p.branch_weight = dwb.get();
   p.layer_scalar = scalar ? ds.get() : nullptr;
   p.residual = dh.get();
@@ -65,6 +67,7 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(5, 5376, true, false);
   CheckResidualNorm(3, 5376, false, false);
   CheckResidualNorm(17, 128, true, true);
+  CheckResidualNorm(4, 5376, true, true, /*f32_branch=*/true);
   CheckResidualNorm(2, 8, true, true);
 }
 
