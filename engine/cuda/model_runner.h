@@ -79,7 +79,7 @@ class ModelRunner {
   DeviceBuffer qkv_;        // bf16 [T, max_qkv_rows]
   DeviceBuffer q_;          // bf16 [T, heads * D]
   DeviceBuffer attn_;       // bf16 [T, heads * D]
-  DeviceBuffer proj_;       // fp32 [T, H]: o_proj / down_proj output
+  DeviceBuffer proj_;       // bf16 [T, H]: o_proj / down_proj output
   DeviceBuffer gate_up_;    // bf16 [T, 2I]
   DeviceBuffer act_;        // bf16 [T, I]
   DeviceBuffer rows_;       // bf16 [max_logit_rows, H]

@@ -3,7 +3,7 @@
 // 16 tokens (the ring of 64 + 16 - 1 wraps many times) and of whole prompts,
 // then greedy decode steps. Bound: 3e-2 per row (the fixtures' 2e-2 plus
 // headroom: bf16 activations against fp32 over 316 positions measured up to
-// 0.022 on the H200 before the fp32 branch outputs), argmax where the
+// 0.022 on the H200), argmax where the
 // reference's top-2 margin is >= 0.1.
 #include <gtest/gtest.h>
 
