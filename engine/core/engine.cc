@@ -88,6 +88,16 @@ class EngineImpl final : public Engine {
 absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_event) {
   if (absl::Status s = ValidateRequest(request, backend_->config().vocab_size, backend_->max_context()); !s.ok())
     return s;
+  // A sequence the whole KV pool cannot hold would never finish.
+  const KvCacheSpec kv = backend_->kv_cache_spec();
+  if (kv.block_size > 0) {
+    const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.stopping.max_tokens;
+    const int64_t blocks = (tokens + kv.block_size - 1) / kv.block_size;
+    if (blocks > std::min(kv.num_global_blocks, kv.num_sliding_blocks))
+      return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens = ", tokens, " tokens need ", blocks,
+                                                     " KV blocks; the pool has ",
+                                                     std::min(kv.num_global_blocks, kv.num_sliding_blocks)));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return absl::UnavailableError("the engine is shutting down");
   if (num_waiting_shared_ >= options_.max_queue)
@@ -246,7 +256,12 @@ void EngineImpl::RunStep() {
     chunks.erase(chunks.begin() + i);
   }
   last_batch_size_ = static_cast<int>(chunks.size());
-  if (chunks.empty()) return;
+  if (chunks.empty()) {
+    // Everyone waits for blocks an older sequence holds; it can always go on,
+    // so this is brief. Don't spin the core meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return;
+  }
   StepOutput out;
   absl::Status status = backend_->Forward(chunks, &out);
   ++steps_;

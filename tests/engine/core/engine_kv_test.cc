@@ -175,3 +175,21 @@ TEST_F(EngineKvTest, ThousandRandomRequestsWithCancellationsReturnEveryBlock) {
 
 }  // namespace
 }  // namespace gemma
+
+namespace gemma {
+namespace {
+
+TEST_F(EngineKvTest, RequestLargerThanThePoolIsRejectedByName) {
+  auto engine = MakeEngine(1, 4);  // 4 blocks of 8 tokens
+  GenerationRequest r = Request("Love is", 40);
+  const absl::Status s = engine->Submit(r, [](GenerationEvent&&) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("KV blocks; the pool has 4"), std::string::npos) << s;
+  GenerationRequest fits = Request("Love is", 8);
+  Runner r2(engine.get());
+  r2.Submit(fits);
+  EXPECT_EQ(r2.Wait()[0].last.usage.completion_tokens, 8);
+}
+
+}  // namespace
+}  // namespace gemma
