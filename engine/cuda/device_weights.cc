@@ -67,80 +67,97 @@ class Progress {
 
 }  // namespace
 
-absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
-  int64_t bf16_used = 0, f32_used = 0;
-  auto matrix = [&](const TensorRef* src, int64_t count) {
-    pieces_.push_back({false, bf16_used, count, src, 0.0f, kMatrixStd});
-    const int64_t at = bf16_used;
-    bf16_used = AlignUp(bf16_used + count);
+// Assigns every source tensor a place in the two arenas. Pieces fused by rows
+// (q|k|v, gate|up) sit back to back; every matrix starts 256-byte aligned.
+class DeviceWeights::Planner {
+ public:
+  explicit Planner(std::vector<Piece>* pieces) : pieces_(pieces) {}
+  int64_t Rows(const TensorRef* src, int64_t count) {  // appended to the current matrix
+    pieces_->push_back({false, bf16_used_, count, src, 0.0f, kMatrixStd});
+    const int64_t at = bf16_used_;
+    bf16_used_ += count;
     return at;
-  };
-  // Matrices fused by rows are contiguous pieces at consecutive offsets.
-  auto rows = [&](const TensorRef* src, int64_t count) {
-    pieces_.push_back({false, bf16_used, count, src, 0.0f, kMatrixStd});
-    const int64_t at = bf16_used;
-    bf16_used += count;
-    return at;
-  };
-  auto vec = [&](const TensorRef* src, int64_t count, float mean, float stddev) {
-    pieces_.push_back({true, f32_used, count, src, mean, stddev});
-    const int64_t at = f32_used;
-    f32_used = AlignUp(f32_used + count);
-    return at;
-  };
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
-  struct Offsets {
-    int64_t qkv, o, gate_up, down, qn, kn, in, post_attn, pre_ff, post_ff, scalar;
-  };
-  std::vector<Offsets> offs(c.num_layers);
-  const int64_t embed = matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * h);
-  const int64_t final_norm = vec(w ? &w->final_norm : nullptr, h, 1.0f, 0.1f);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerSpec& s = c.layers[l];
-    const LayerWeights* lw = w ? &w->layers[l] : nullptr;
-    const int64_t d = s.head_dim;
-    Offsets& o = offs[l];
-    o.qkv = rows(lw ? &lw->q_proj : nullptr, c.num_heads * d * h);
-    rows(lw ? &lw->k_proj : nullptr, s.num_kv_heads * d * h);
-    if (!s.k_eq_v) rows(lw ? &lw->v_proj : nullptr, s.num_kv_heads * d * h);
-    bf16_used = AlignUp(bf16_used);
-    o.o = matrix(lw ? &lw->o_proj : nullptr, h * c.num_heads * d);
-    o.gate_up = rows(lw ? &lw->gate_proj : nullptr, inter * h);
-    rows(lw ? &lw->up_proj : nullptr, inter * h);
-    bf16_used = AlignUp(bf16_used);
-    o.down = matrix(lw ? &lw->down_proj : nullptr, h * inter);
-    o.qn = vec(lw ? &lw->q_norm : nullptr, d, 1.0f, 0.1f);
-    o.kn = vec(lw ? &lw->k_norm : nullptr, d, 1.0f, 0.1f);
-    o.in = vec(lw ? &lw->input_layernorm : nullptr, h, 1.0f, 0.1f);
-    o.post_attn = vec(lw ? &lw->post_attention_layernorm : nullptr, h, 1.0f, 0.1f);
-    o.pre_ff = vec(lw ? &lw->pre_feedforward_layernorm : nullptr, h, 1.0f, 0.1f);
-    o.post_ff = vec(lw ? &lw->post_feedforward_layernorm : nullptr, h, 1.0f, 0.1f);
-    o.scalar = vec(lw ? &lw->layer_scalar : nullptr, 1, 1.0f, 0.02f);
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(bf16_.Allocate(bf16_used * 2));
-  GEMMA_STATUS_RETURN_IF_ERROR(f32_.Allocate(f32_used * 4));
+  int64_t Matrix(const TensorRef* src, int64_t count) {
+    const int64_t at = Rows(src, count);
+    EndMatrix();
+    return at;
+  }
+  void EndMatrix() { bf16_used_ = AlignUp(bf16_used_); }
+  int64_t Vector(const TensorRef* src, int64_t count, float mean, float stddev) {
+    pieces_->push_back({true, f32_used_, count, src, mean, stddev});
+    const int64_t at = f32_used_;
+    f32_used_ = AlignUp(f32_used_ + count);
+    return at;
+  }
+  int64_t bf16_used() const { return bf16_used_; }
+  int64_t f32_used() const { return f32_used_; }
+
+ private:
+  std::vector<Piece>* pieces_;
+  int64_t bf16_used_ = 0, f32_used_ = 0;
+};
+
+// Offsets (elements) of one layer's tensors in the arenas.
+struct DeviceWeights::LayerOffsets {
+  int64_t qkv, o, gate_up, down, qn, kn, in, post_attn, pre_ff, post_ff, scalar;
+};
+
+DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelConfig& c, int l,
+                                                     const LayerWeights* lw) {
+  const LayerSpec& s = c.layers[l];
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, d = s.head_dim;
+  LayerOffsets o;
+  o.qkv = pl.Rows(lw ? &lw->q_proj : nullptr, c.num_heads * d * h);
+  pl.Rows(lw ? &lw->k_proj : nullptr, s.num_kv_heads * d * h);
+  if (!s.k_eq_v) pl.Rows(lw ? &lw->v_proj : nullptr, s.num_kv_heads * d * h);
+  pl.EndMatrix();
+  o.o = pl.Matrix(lw ? &lw->o_proj : nullptr, h * c.num_heads * d);
+  o.gate_up = pl.Rows(lw ? &lw->gate_proj : nullptr, inter * h);
+  pl.Rows(lw ? &lw->up_proj : nullptr, inter * h);
+  pl.EndMatrix();
+  o.down = pl.Matrix(lw ? &lw->down_proj : nullptr, h * inter);
+  o.qn = pl.Vector(lw ? &lw->q_norm : nullptr, d, 1.0f, 0.1f);
+  o.kn = pl.Vector(lw ? &lw->k_norm : nullptr, d, 1.0f, 0.1f);
+  o.in = pl.Vector(lw ? &lw->input_layernorm : nullptr, h, 1.0f, 0.1f);
+  o.post_attn = pl.Vector(lw ? &lw->post_attention_layernorm : nullptr, h, 1.0f, 0.1f);
+  o.pre_ff = pl.Vector(lw ? &lw->pre_feedforward_layernorm : nullptr, h, 1.0f, 0.1f);
+  o.post_ff = pl.Vector(lw ? &lw->post_feedforward_layernorm : nullptr, h, 1.0f, 0.1f);
+  o.scalar = pl.Vector(lw ? &lw->layer_scalar : nullptr, 1, 1.0f, 0.02f);
+  return o;
+}
+
+void DeviceWeights::BindLayer(const ModelConfig& c, int l, const LayerOffsets& o) {
+  const LayerSpec& s = c.layers[l];
   __nv_bfloat16* mb = bf16_.get<__nv_bfloat16>();
   float* fb = f32_.get<float>();
-  embed_ = mb + embed;
-  final_norm_ = fb + final_norm;
+  DeviceLayer& d = layers_[l];
+  d.qkv = mb + o.qkv;
+  d.qkv_rows = (c.num_heads + s.num_kv_heads * (s.k_eq_v ? 1 : 2)) * s.head_dim;
+  d.o_proj = mb + o.o;
+  d.gate_up = mb + o.gate_up;
+  d.down_proj = mb + o.down;
+  d.q_norm = fb + o.qn;
+  d.k_norm = fb + o.kn;
+  d.input_norm = fb + o.in;
+  d.post_attention_norm = fb + o.post_attn;
+  d.pre_feedforward_norm = fb + o.pre_ff;
+  d.post_feedforward_norm = fb + o.post_ff;
+  d.layer_scalar = fb + o.scalar;
+}
+
+absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
+  Planner pl(&pieces_);
+  const int64_t embed = pl.Matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * c.hidden_size);
+  const int64_t final_norm = pl.Vector(w ? &w->final_norm : nullptr, c.hidden_size, 1.0f, 0.1f);
+  std::vector<LayerOffsets> offsets;
+  for (int l = 0; l < c.num_layers; ++l) offsets.push_back(PlanLayer(pl, c, l, w ? &w->layers[l] : nullptr));
+  GEMMA_STATUS_RETURN_IF_ERROR(bf16_.Allocate(pl.bf16_used() * 2));
+  GEMMA_STATUS_RETURN_IF_ERROR(f32_.Allocate(pl.f32_used() * 4));
+  embed_ = bf16_.get<__nv_bfloat16>() + embed;
+  final_norm_ = f32_.get<float>() + final_norm;
   layers_.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerSpec& s = c.layers[l];
-    const Offsets& o = offs[l];
-    DeviceLayer& d = layers_[l];
-    d.qkv = mb + o.qkv;
-    d.qkv_rows = (c.num_heads + s.num_kv_heads * (s.k_eq_v ? 1 : 2)) * s.head_dim;
-    d.o_proj = mb + o.o;
-    d.gate_up = mb + o.gate_up;
-    d.down_proj = mb + o.down;
-    d.q_norm = fb + o.qn;
-    d.k_norm = fb + o.kn;
-    d.input_norm = fb + o.in;
-    d.post_attention_norm = fb + o.post_attn;
-    d.pre_feedforward_norm = fb + o.pre_ff;
-    d.post_feedforward_norm = fb + o.post_ff;
-    d.layer_scalar = fb + o.scalar;
-  }
+  for (int l = 0; l < c.num_layers; ++l) BindLayer(c, l, offsets[l]);
   return absl::OkStatus();
 }
 

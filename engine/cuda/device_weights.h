@@ -65,7 +65,12 @@ class DeviceWeights {
     float mean = 0.0f;           // random init
     float stddev = 0.0f;
   };
+  class Planner;
+  struct LayerOffsets;
   absl::Status Plan(const ModelConfig& config, const ModelWeights* weights);
+  static LayerOffsets PlanLayer(Planner& planner, const ModelConfig& config, int layer,
+                                const LayerWeights* weights);
+  void BindLayer(const ModelConfig& config, int layer, const LayerOffsets& offsets);
   absl::Status CopyPieces(cudaStream_t stream);
   absl::Status FillRandom(uint64_t seed, cudaStream_t stream);
 

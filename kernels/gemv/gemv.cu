@@ -43,6 +43,51 @@ __device__ __forceinline__ void LoadTile(uint4 (&wv)[U][R], const uint4* const (
   }
 }
 
+// Sums the K-slice partials of a warp group into its first warp (part 0).
+// Returns false for the other warps, which are then done.
+template <int B, int R, int KS>
+__device__ __forceinline__ bool ReduceGroup(float (&acc)[B][R], float (*partial)[B * R], int warp,
+                                            int part, int lane) {
+  if (KS == 1) return true;
+  if (lane == 0) {
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+#pragma unroll
+      for (int r = 0; r < R; ++r) partial[warp][b * R + r] = acc[b][r];
+  }
+  __syncthreads();
+  if (part != 0) return false;
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = 0.0f;
+      for (int q = 0; q < KS; ++q) v += partial[warp + q][b * R + r];
+      acc[b][r] = v;
+    }
+  return true;
+}
+
+// Lane b*R + r stores output (b, row0 + r); every lane holds every sum.
+template <int B, int R>
+__device__ __forceinline__ void StoreRows(const GemvParams& p, const float (&acc)[B][R], int row0, int lane) {
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float v = acc[b][r];
+      if (lane == b * R + r && row0 + r < p.n) {
+        const size_t o = static_cast<size_t>(b) * p.n + row0 + r;
+        if (p.out_f32) {
+          p.out_f32[o] = p.softcap > 0.0f ? p.softcap * tanhf(v / p.softcap) : v;
+        } else {
+          p.out_bf16[o] = __float2bfloat16(v);
+        }
+      }
+    }
+  }
+}
+
 // A group of KS warps owns R consecutive rows; warp `part` of the group reads
 // the K slice [part, part + 1) * kvec / KS, lane l its 16-byte columns l,
 // l+32, ... U column steps (R*U loads) are in flight before any is used. The
@@ -55,7 +100,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   const int part = warp % KS;
   const int row0 = (blockIdx.x * (kWarpsPerBlock / KS) + warp / KS) * R;
   const int kvec = p.k / 8;
-  const int begin = static_cast<int>(static_cast<int64_t>(kvec) * part / KS);
   const int end = static_cast<int>(static_cast<int64_t>(kvec) * (part + 1) / KS);
   const uint4* w[R];
 #pragma unroll
@@ -71,7 +115,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
     for (int r = 0; r < R; ++r) acc[b][r] = 0.0f;
 
   uint4 wv[U][R];
-  int base = begin + lane;
+  int base = static_cast<int>(static_cast<int64_t>(kvec) * part / KS) + lane;
   LoadTile<R, U>(wv, w, base, end);
   WaitForPreviousKernel();
   while (base < end) {
@@ -93,39 +137,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   for (int b = 0; b < B; ++b)
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[b][r] = WarpSum(acc[b][r]);
-  if (KS > 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-#pragma unroll
-        for (int r = 0; r < R; ++r) partial[warp][b * R + r] = acc[b][r];
-    }
-    __syncthreads();
-    if (part != 0) return;
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float v = 0.0f;
-        for (int q = 0; q < KS; ++q) v += partial[warp + q][b * R + r];
-        acc[b][r] = v;
-      }
-  }
-#pragma unroll
-  for (int b = 0; b < B; ++b) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float v = acc[b][r];
-      if (lane == b * R + r && row0 + r < p.n) {
-        const size_t o = static_cast<size_t>(b) * p.n + row0 + r;
-        if (p.out_f32) {
-          p.out_f32[o] = p.softcap > 0.0f ? p.softcap * tanhf(v / p.softcap) : v;
-        } else {
-          p.out_bf16[o] = __float2bfloat16(v);
-        }
-      }
-    }
-  }
+  if (!ReduceGroup<B, R, KS>(acc, partial, warp, part, lane)) return;
+  StoreRows<B, R>(p, acc, row0, lane);
 }
 
 struct Variant {
