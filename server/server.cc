@@ -18,6 +18,12 @@ namespace {
 // has cancelled what outlived the grace period.
 constexpr std::chrono::seconds kFinalFlush{2};
 
+// "host:port", with an IPv6 host in brackets ("[::1]:50051").
+std::string JoinHostPort(const std::string& host, int port) {
+  const bool bare_ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOptions& options) {
@@ -28,13 +34,16 @@ absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOpti
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
+  // gRPC enables SO_REUSEPORT by default: a second server on a busy port
+  // would start silently and share its traffic. Fail instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(JoinHostPort(options.host, options.port),
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.host, ":", options.port));
+        absl::StrCat("cannot listen on ", JoinHostPort(options.host, options.port)));
   }
   // The built-in health service starts out SERVING; say the truth at once.
   server->SetHealth(false);
@@ -42,10 +51,11 @@ absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOpti
 }
 
 GemmaServer::~GemmaServer() {
-  if (!drained_) Drain(std::chrono::milliseconds(0));
+  // server_ is null when Start() could not listen.
+  if (!drained_ && server_ != nullptr) Drain(std::chrono::milliseconds(0));
 }
 
-std::string GemmaServer::address() const { return absl::StrCat(options_.host, ":", port_); }
+std::string GemmaServer::address() const { return JoinHostPort(options_.host, port_); }
 
 void GemmaServer::SetHealth(bool serving) {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();

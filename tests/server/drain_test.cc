@@ -12,10 +12,10 @@
 namespace gemma::server::testing {
 namespace {
 
-std::vector<std::string> ServeArgs(std::vector<std::string> extra) {
+std::vector<std::string> ServeArgs(std::vector<std::string> extra, int port = 0) {
   std::vector<std::string> args = {kBinDir + "/gemma-serve", "--model", kModelDir, "--backend",
-                                   "cpu", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-                                   "--max-context", "2048"};
+                                   "cpu", "--host", "127.0.0.1", "--port", std::to_string(port),
+                                   "--threads", "1", "--max-context", "2048"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -132,6 +132,16 @@ TEST(FlagsTest, BadFlagsExitTwoWithAMessage) {
   const std::string help = RunCommand({kBinDir + "/gemma-serve", "--help"}, &exit_code);
   EXPECT_EQ(exit_code, 0);
   EXPECT_NE(help.find("--grace-period-s"), std::string::npos);
+}
+
+TEST(FlagsTest, BusyPortExitsOneInsteadOfSharingIt) {
+  std::unique_ptr<GemmaServer> first = StartTestServer();
+  ASSERT_NE(first, nullptr);
+  int exit_code = -1;
+  const std::string output = RunCommand(
+      ServeArgs({}, first->port()), &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_NE(output.find("cannot listen"), std::string::npos) << output;
 }
 
 }  // namespace
