@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "server/ops/ops_flags.h"
 
 namespace gemma::server {
 namespace {
@@ -77,12 +78,18 @@ ParsedFlags ParseServeFlags(int argc, char** argv) {
   CLI::App app{"gemma-serve: gRPC inference server for Gemma 4"};
   ServeFlags flags;
   AddFlags(app, flags);
+  ops::OpsFlagValues ops_values;
+  ops::AddOpsFlags(app, flags.server.ops, ops_values);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     // Prints the help text, or the message naming the bad flag.
     const int code = app.exit(error);
     return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (absl::Status s = ops::FinishOpsFlags(ops_values, flags.server.ops); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return {std::nullopt, 2};
   }
   if (flags.server.model_dir.empty()) flags.server.model_dir = DefaultModelDir();
   if (flags.server.model_dir.empty()) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/generate_reactor.h"
+#include "server/ops/server_status.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
 
@@ -35,8 +36,11 @@ class FailedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 
 GemmaService::GemmaService() : id_prefix_(std::random_device{}()) {}
 
-void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info) {
+void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
+                          const ops::RequestLimits& limits, const ops::ApiKeyChecker* auth) {
   engine_ = engine;
+  ops_limits_ = limits;
+  auth_ = auth;
   tokenizer_ = tokenizer;
   limits_.max_context = info.context_length();
   limits_.vocab_size = info.vocab_size();
@@ -44,9 +48,11 @@ void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelI
   state_.store(State::kServing, std::memory_order_release);
 }
 
-grpc::Status GemmaService::CheckServing() const {
+grpc::Status GemmaService::CheckServing(const grpc::CallbackServerContext& context) const {
   switch (state_.load(std::memory_order_acquire)) {
-    case State::kServing: return grpc::Status::OK;
+    // The keys come with Attach: checked once serving (until then every
+    // call is refused anyway).
+    case State::kServing: return auth_ != nullptr ? auth_->Check(context) : grpc::Status::OK;
     case State::kLoading:
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
     case State::kDraining: break;
@@ -60,8 +66,8 @@ std::string GemmaService::NewRequestId() {
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
-    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
-  if (grpc::Status status = CheckServing(); !status.ok()) {
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  if (grpc::Status status = CheckServing(*context); !status.ok()) {
     return new FailedStream(request->request_id(), status);
   }
   if (request->request_id().size() > kMaxRequestIdBytes) {
@@ -72,6 +78,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
   absl::StatusOr<GenerationRequest> built =
       BuildGenerationRequest(*request, id, *tokenizer_, limits_);
   if (!built.ok()) return new FailedStream(id, ToGrpcStatus(built.status()));
+  if (absl::Status s = ops::ApplyRequestLimits(*request, ops_limits_, &*built); !s.ok()) {
+    return new FailedStream(id, ToGrpcStatus(s));
+  }
   if (!calls_.Add(id)) {
     return new FailedStream(id, grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                                          absl::StrCat("request_id '", id, "' is already in flight")));
@@ -83,7 +92,7 @@ grpc::ServerUnaryReactor* GemmaService::Tokenize(grpc::CallbackServerContext* co
                                                  const v1::TokenizeRequest* request,
                                                  v1::TokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status status = CheckServing();
+  grpc::Status status = CheckServing(*context);
   reactor->Finish(status.ok() ? DoTokenize(*request, response) : status);
   return reactor;
 }
@@ -92,7 +101,7 @@ grpc::ServerUnaryReactor* GemmaService::Detokenize(grpc::CallbackServerContext* 
                                                    const v1::DetokenizeRequest* request,
                                                    v1::DetokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status status = CheckServing();
+  grpc::Status status = CheckServing(*context);
   reactor->Finish(status.ok() ? DoDetokenize(*request, response) : status);
   return reactor;
 }
@@ -101,8 +110,18 @@ grpc::ServerUnaryReactor* GemmaService::GetModelInfo(grpc::CallbackServerContext
                                                      const v1::GetModelInfoRequest* /*request*/,
                                                      v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status status = CheckServing();
+  grpc::Status status = CheckServing(*context);
   if (status.ok()) *response = info_;
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmaService::GetServerStatus(
+    grpc::CallbackServerContext* context, const v1::GetServerStatusRequest* /*request*/,
+    v1::ServerStatus* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status = CheckServing(*context);
+  if (status.ok()) ops::FillServerStatus(engine_->Stats(), response);
   reactor->Finish(status);
   return reactor;
 }

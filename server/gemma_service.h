@@ -19,6 +19,8 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gemma/v1/gemma.grpc.pb.h"
 #include "server/active_calls.h"
+#include "server/ops/auth.h"
+#include "server/ops/limits.h"
 #include "server/request_builder.h"
 
 namespace gemma::server {
@@ -29,7 +31,11 @@ class GemmaService final : public v1::Gemma::CallbackService {
 
   // REQUIRES: called once, before any other method but the handlers. The
   // engine and tokenizer must outlive every call.
-  void Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info);
+  // `limits`: the operator's token limits (--max-prompt-tokens, ...);
+  // `auth`: the API keys every call must carry (null: none), must outlive
+  // every call.
+  void Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
+              const ops::RequestLimits& limits = {}, const ops::ApiKeyChecker* auth = nullptr);
   // New calls answer UNAVAILABLE from now on.
   void StartDraining() { state_.store(State::kDraining, std::memory_order_release); }
   ActiveCalls& active_calls() { return calls_; }
@@ -45,12 +51,16 @@ class GemmaService final : public v1::Gemma::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetServerStatus(grpc::CallbackServerContext* context,
+                                            const v1::GetServerStatusRequest* request,
+                                            v1::ServerStatus* response) override;
 
  private:
   enum class State { kLoading, kServing, kDraining };
 
-  // OK while serving; UNAVAILABLE naming the reason otherwise.
-  grpc::Status CheckServing() const;
+  // OK while serving to an authenticated caller; UNAVAILABLE naming the
+  // reason, or UNAUTHENTICATED, otherwise.
+  grpc::Status CheckServing(const grpc::CallbackServerContext& context) const;
   std::string NewRequestId();
   grpc::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
   grpc::Status DoDetokenize(const v1::DetokenizeRequest& request,
@@ -61,6 +71,8 @@ class GemmaService final : public v1::Gemma::CallbackService {
   const Tokenizer* tokenizer_ = nullptr;
   v1::ModelInfo info_;
   ServingLimits limits_;
+  ops::RequestLimits ops_limits_;
+  const ops::ApiKeyChecker* auth_ = nullptr;
   ActiveCalls calls_;
   const uint32_t id_prefix_;           // tells ids of different server runs apart
   std::atomic<uint64_t> next_id_{1};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server/flags.h"
+#include "server/ops/json_log.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   if (!parsed.flags) return parsed.exit_code;
   const gemma::server::ServeFlags& flags = *parsed.flags;
   spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  gemma::server::ops::SetLogFormat(flags.server.ops.log_format);
 
   auto server = gemma::server::GemmaServer::Start(flags.server);
   if (!server.ok()) {

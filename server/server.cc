@@ -33,12 +33,17 @@ absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOpti
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::unique_ptr<ops::Operations>> ops =
+      ops::Operations::Create(options.ops, options.host);
+  if (!ops.ok()) return ops.status();
+  server->ops_ = *std::move(ops);
   grpc::ServerBuilder builder;
   // gRPC enables SO_REUSEPORT by default: a second server on a busy port
   // would start silently and share its traffic. Fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(JoinHostPort(options.host, options.port),
-                           grpc::InsecureServerCredentials(), &server->port_);
+  absl::Status listening = server->ops_->AddListeningPort(JoinHostPort(options.host, options.port),
+                                                          builder, &server->port_);
+  if (!listening.ok()) return listening;
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -82,12 +87,14 @@ absl::Status GemmaServer::Load() {
 
   EngineOptions engine_options;
   engine_options.max_queue = options_.max_queue;
+  ops_->ConfigureEngine(&engine_options);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(engine_options, *std::move(backend), tokenizer_.get());
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
 
-  service_.Attach(engine_.get(), tokenizer_.get(), DescribeModel());
+  service_.Attach(ops_->WrapEngine(engine_.get()), tokenizer_.get(), DescribeModel(),
+                  ops_->limits(), &ops_->auth());
   SetHealth(true);
   return absl::OkStatus();
 }
@@ -137,6 +144,7 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
   // Ends health watches and anything still open.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
+  ops_->StopMetrics();
 }
 
 }  // namespace gemma::server

@@ -15,6 +15,8 @@
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/gemma_service.h"
+#include "server/ops/operations.h"
+#include "server/ops/ops_options.h"
 
 namespace gemma::server {
 
@@ -27,6 +29,7 @@ struct ServerOptions {
   int max_queue = 256;
   int max_context = 4096;
   int num_threads = 0;                // cpu backend: 0 = all cores
+  ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };
 
 // The health service name of the API, besides "" (the whole server).
@@ -49,6 +52,8 @@ class GemmaServer {
   std::string address() const;
   Engine* engine() const { return engine_.get(); }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The /metrics port, -1 when off.
+  int metrics_port() const { return ops_ != nullptr ? ops_->metrics_port() : -1; }
 
  private:
   explicit GemmaServer(const ServerOptions& options) : options_(options) {}
@@ -59,6 +64,8 @@ class GemmaServer {
   int port_ = 0;
   GemmaService service_;
   // Declared before server_: destroyed after it, so no call outlives them.
+  // ops_ before engine_: the engine's callbacks reach it until it is gone.
+  std::unique_ptr<ops::Operations> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<grpc::Server> server_;

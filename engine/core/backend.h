@@ -12,7 +12,9 @@
 // Thread-safety: called only from the engine's thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +56,9 @@ class Backend {
   virtual int max_slots() const = 0;
   virtual int max_context() const = 0;      // tokens one sequence can hold
   virtual KvCacheSpec kv_cache_spec() const { return {}; }
+  // Device memory in use, for metrics; nullopt for a backend without a
+  // device. Unlike the rest of the interface, callable from any thread.
+  virtual std::optional<size_t> device_memory_used_bytes() const { return std::nullopt; }
   // Forgets a slot's cache (its next chunk must start at position 0).
   virtual void ResetSlot(int slot) = 0;
   // Runs the forward for every chunk together.

@@ -265,6 +265,7 @@ void EngineImpl::RunStep() {
   StepOutput out;
   absl::Status status = backend_->Forward(chunks, &out);
   ++steps_;
+  if (options_.on_step) options_.on_step(last_batch_size_);
   if (!status.ok()) {
     spdlog::error("forward failed: {}", status.ToString());
     for (Sequence* s : owners) {

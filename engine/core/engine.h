@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,9 @@ struct EngineOptions {
   int max_queue = 256;                // waiting requests before RESOURCE_EXHAUSTED
   int max_tokens_per_step = 512;      // prefill chunk budget per step
   uint64_t seed = 0;                  // engine RNG for requests without a seed
+  // Optional: called on the engine thread after each forward with the number
+  // of sequences in it (metrics). Must not block.
+  std::function<void(int batch_size)> on_step;
 };
 
 struct EngineStats {

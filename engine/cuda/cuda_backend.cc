@@ -250,6 +250,15 @@ int CudaBackend::max_context() const { return impl_->max_context; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weights->bytes(); }
 int64_t CudaBackend::kv_cache_bytes() const { return static_cast<int64_t>(impl_->cache.bytes()); }
 
+std::optional<size_t> CudaBackend::device_memory_used_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  // The calling thread (a metrics scrape) may not have the device selected.
+  if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    return std::nullopt;
+  }
+  return total_bytes - free_bytes;
+}
+
 void CudaBackend::ResetSlot(int slot) {
   if (slot >= 0 && slot < max_slots()) impl_->lengths[slot] = 0;
 }

@@ -51,6 +51,8 @@ class CudaBackend : public Backend {
 
   int64_t weight_bytes() const;
   int64_t kv_cache_bytes() const;
+  // cudaMemGetInfo of device 0 (the one the backend runs on).
+  std::optional<size_t> device_memory_used_bytes() const override;
 
   struct Impl;
 
