@@ -13,12 +13,14 @@ namespace gemma::cli {
 namespace {
 
 std::unique_ptr<v1::Gemma::Stub> Connect(const CommonOptions& common) {
-  return v1::Gemma::NewStub(grpc::CreateChannel(common.addr, grpc::InsecureChannelCredentials()));
+  return v1::Gemma::NewStub(
+      grpc::CreateChannel(common.addr, MakeChannelCredentials(common.security)));
 }
 
 void SetDeadline(const CommonOptions& common, grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(common.timeout_s * 1000)));
+  AddCallCredentials(common.security, context);
 }
 
 const char* CodeName(grpc::StatusCode code) {
@@ -168,9 +170,22 @@ int RunInfo(const CommonOptions& common) {
   return 0;
 }
 
+int RunStatus(const CommonOptions& common) {
+  auto stub = Connect(common);
+  grpc::ClientContext context;
+  SetDeadline(common, &context);
+  v1::ServerStatus status;
+  if (grpc::Status s = stub->GetServerStatus(&context, v1::GetServerStatusRequest(), &status);
+      !s.ok()) {
+    return Fail(s);
+  }
+  std::cout << status.DebugString();
+  return 0;
+}
+
 int RunHealth(const CommonOptions& common, const std::string& service) {
   auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(common.addr, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(common.addr, MakeChannelCredentials(common.security)));
   grpc::ClientContext context;
   SetDeadline(common, &context);
   grpc::health::v1::HealthCheckRequest request;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/cli/credentials.h"
 #include "gemma/v1/gemma.pb.h"
 
 namespace gemma::cli {
@@ -15,6 +16,7 @@ namespace gemma::cli {
 struct CommonOptions {
   std::string addr = "127.0.0.1:50051";
   double timeout_s = 600;   // per call
+  SecurityOptions security;
 };
 
 // The sampling and stopping flags shared by generate and chat.
@@ -44,6 +46,8 @@ int RunChat(const CommonOptions& common, const GenerateOptions& options,
             const std::string& system_prompt, std::istream& in);
 int RunTokenize(const CommonOptions& common, const std::string& text, bool add_bos);
 int RunInfo(const CommonOptions& common);
+// GetServerStatus: the server's load figures.
+int RunStatus(const CommonOptions& common);
 // Exit 0 only when the server reports SERVING for `service`.
 int RunHealth(const CommonOptions& common, const std::string& service);
 

@@ -1,7 +1,8 @@
 // gemma-cli: a terminal client for gemma-serve.
 //   gemma-cli generate "The quick brown fox" --max-tokens 40 --greedy
 //   gemma-cli chat                     (reads turns from stdin)
-//   gemma-cli tokenize "hello" | info | health
+//   gemma-cli tokenize "hello" | info | status | health
+//   gemma-cli --api-key KEY --tls-ca ca.pem [--tls-cert c.pem --tls-key k.pem] ...
 // Exit codes: 0 ok, 1 RPC error (message printed), 2 bad flags.
 #include <iostream>
 
@@ -42,6 +43,12 @@ int main(int argc, char** argv) {
   app.add_option("--addr", common.addr, "server address host:port")->capture_default_str();
   app.add_option("--timeout-s", common.timeout_s, "deadline per call")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  gemma::cli::SecurityOptions& security = common.security;
+  app.add_option("--api-key", security.api_key, "sent as 'authorization: Bearer KEY'");
+  app.add_flag("--tls", security.tls, "TLS with the system's roots");
+  app.add_option("--tls-ca", security.tls_ca_file, "CA (PEM) to verify the server; implies --tls");
+  app.add_option("--tls-cert", security.tls_cert_file, "client certificate (PEM), mutual TLS");
+  app.add_option("--tls-key", security.tls_key_file, "client private key (PEM)");
 
   GenerateOptions options;
   std::string prompt, system_prompt, service;
@@ -58,6 +65,7 @@ int main(int argc, char** argv) {
   tokenize->add_option("text", prompt)->required();
   tokenize->add_flag("--add-bos", add_bos);
   CLI::App* info = app.add_subcommand("info", "print the served model's description");
+  CLI::App* status = app.add_subcommand("status", "the server's load (GetServerStatus)");
   CLI::App* health = app.add_subcommand("health", "grpc.health.v1 Check; exit 0 when SERVING");
   health->add_option("--service", service, "service name ('' = the whole server)");
 
@@ -70,10 +78,15 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? 0 : 2;
   }
+  if (std::string error; !gemma::cli::LoadSecurityFiles(&security, &error)) {
+    std::cerr << error << "\n";
+    return 2;
+  }
   if (generate->parsed()) return gemma::cli::RunGenerate(common, options, prompt, prompt_ids);
   if (chat->parsed()) return gemma::cli::RunChat(common, options, system_prompt, std::cin);
   if (tokenize->parsed()) return gemma::cli::RunTokenize(common, prompt, add_bos);
   if (info->parsed()) return gemma::cli::RunInfo(common);
+  if (status->parsed()) return gemma::cli::RunStatus(common);
   if (health->parsed()) return gemma::cli::RunHealth(common, service);
   return 2;
 }
