@@ -22,7 +22,7 @@ packages=(
   libsentencepiece-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-grpc-tools python3-protobuf python3-prometheus-client
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev openssl
 )
 
 if [ "$install" = 1 ] && command -v apt-get >/dev/null; then

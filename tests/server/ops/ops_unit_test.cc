@@ -1,0 +1,121 @@
+// Unit tests of server/ops without a server: the Prometheus registry, the
+// token limits, API-key loading and the JSON log formatter.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "server/ops/auth.h"
+#include "server/ops/json_log.h"
+#include "server/ops/limits.h"
+#include "server/ops/metrics.h"
+#include "spdlog/details/log_msg.h"
+
+namespace gemma::server::ops {
+namespace {
+
+using Type = MetricsRegistry::Type;
+
+TEST(MetricsRegistryTest, RendersCountersGaugesAndLabelsEscaped) {
+  MetricsRegistry r;
+  r.AddFamily("x_total", Type::kCounter, "Things.", {"kind"});
+  r.AddFamily("y", Type::kGauge, "Level.");
+  r.GetCounter("x_total", {"a\"b\\c\nd"}).Inc(2);
+  r.GetGauge("y").Set(0.5);
+  const std::string text = r.Render();
+  EXPECT_NE(text.find("# TYPE x_total counter\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("x_total{kind=\"a\\\"b\\\\c\\nd\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("y 0.5\n"), std::string::npos) << text;
+}
+
+TEST(MetricsRegistryTest, HistogramBucketsAreCumulative) {
+  MetricsRegistry r;
+  r.AddFamily("h", Type::kHistogram, "Sizes.", {}, {1, 2, 4});
+  Histogram& h = r.GetHistogram("h");
+  for (double v : {0.5, 1.0, 3.0, 100.0}) h.Observe(v);
+  const std::string text = r.Render();
+  EXPECT_NE(text.find("h_bucket{le=\"1\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_bucket{le=\"2\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_bucket{le=\"4\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_sum 104.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("h_count 4\n"), std::string::npos) << text;
+}
+
+TEST(MetricsRegistryTest, WrongLabelsAreAProgrammingError) {
+  MetricsRegistry r;
+  r.AddFamily("x_total", Type::kCounter, "Things.", {"kind"});
+  EXPECT_THROW(r.GetCounter("x_total"), std::logic_error);
+  EXPECT_THROW(r.GetGauge("x_total", {"a"}), std::logic_error);
+}
+
+GenerationRequest RequestOf(int prompt_tokens, int max_tokens) {
+  GenerationRequest request;
+  request.prompt_ids.assign(prompt_tokens, 5);
+  request.stopping.max_tokens = max_tokens;
+  return request;
+}
+
+TEST(RequestLimitsTest, PromptAndTotalLimitsNameTheFlag) {
+  RequestLimits limits{.max_prompt_tokens = 10, .max_total_tokens = 20};
+  v1::GenerateRequest proto;
+  proto.mutable_stopping()->set_max_tokens(5);
+  GenerationRequest ok = RequestOf(10, 5);
+  EXPECT_TRUE(ApplyRequestLimits(proto, limits, &ok).ok());
+  GenerationRequest long_prompt = RequestOf(11, 5);
+  absl::Status s = ApplyRequestLimits(proto, limits, &long_prompt);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--max-prompt-tokens is 10"), std::string::npos) << s;
+  proto.mutable_stopping()->set_max_tokens(11);
+  GenerationRequest too_much = RequestOf(10, 11);
+  s = ApplyRequestLimits(proto, limits, &too_much);
+  EXPECT_NE(s.message().find("--max-total-tokens=20"), std::string::npos) << s;
+}
+
+TEST(RequestLimitsTest, UnsetMaxTokensIsLowered) {
+  RequestLimits limits{.max_prompt_tokens = 0, .max_total_tokens = 20};
+  v1::GenerateRequest proto;  // max_tokens unset
+  GenerationRequest request = RequestOf(8, 1024);
+  ASSERT_TRUE(ApplyRequestLimits(proto, limits, &request).ok());
+  EXPECT_EQ(request.stopping.max_tokens, 12);
+  GenerationRequest full = RequestOf(20, 1024);
+  EXPECT_EQ(ApplyRequestLimits(proto, limits, &full).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ApiKeysTest, FlagsAndFile) {
+  const std::string path = ::testing::TempDir() + "/ops_keys.txt";
+  std::ofstream(path) << "# comment\n\n  key-b  \nkey-c\n";
+  absl::StatusOr<std::vector<std::string>> keys = LoadApiKeys({"key-a"}, path);
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(*keys, (std::vector<std::string>{"key-a", "key-b", "key-c"}));
+  EXPECT_NE(LoadApiKeys({}, path + ".missing").status().message().find("--api-key-file"),
+            std::string::npos);
+  EXPECT_NE(LoadApiKeys({" "}, "").status().message().find("--api-key"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+std::string FormatJson(const std::string& message) {
+  spdlog::details::log_msg msg(spdlog::source_loc{}, "", spdlog::level::info, message);
+  spdlog::memory_buf_t out;
+  JsonLogFormatter().format(msg, out);
+  return std::string(out.data(), out.size());
+}
+
+TEST(JsonLogTest, OneObjectPerLineWithRequestId) {
+  const std::string line = FormatJson("request req-7 tokens_in=3 \"quoted\"");
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  const nlohmann::json json = nlohmann::json::parse(line);
+  EXPECT_EQ(json["level"], "info");
+  EXPECT_EQ(json["request_id"], "req-7");
+  EXPECT_EQ(json["msg"], "request req-7 tokens_in=3 \"quoted\"");
+  EXPECT_TRUE(json["ts"].get<std::string>().ends_with("Z"));
+  EXPECT_FALSE(nlohmann::json::parse(FormatJson("listening on x")).contains("request_id"));
+  // Invalid UTF-8 from a caller never breaks the line.
+  EXPECT_NO_THROW(nlohmann::json::parse(FormatJson("request \xff\xfe bad")));
+}
+
+}  // namespace
+}  // namespace gemma::server::ops
