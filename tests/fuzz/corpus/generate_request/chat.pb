@@ -1,0 +1,5 @@
+"4
+
+systemYou write fortunes.
+
+userTell me one

@@ -1,0 +1,1 @@
+The quick brown fox*333?(fff?%млL=@8

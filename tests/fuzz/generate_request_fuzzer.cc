@@ -1,0 +1,9 @@
+// libFuzzer entry point: serialized gemma.v1.GenerateRequest bytes through
+// the server's request validation (request_builder + the operator limits).
+//   bin/generate_request_fuzzer NEW_DIR tests/fuzz/corpus/generate_request
+#include "tests/fuzz/request_fuzz_target.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  gemma::fuzz::FuzzGenerateRequest(data, size);
+  return 0;
+}
