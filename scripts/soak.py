@@ -59,7 +59,10 @@ def start_server(args, log_path):
     while time.time() < deadline and server.poll() is None:
         with open(log_path) as f:
             for line in f:
-                msg = json.loads(line).get("msg", "")
+                try:
+                    msg = json.loads(line).get("msg", "")
+                except ValueError:
+                    continue
                 if msg.startswith("metrics on "):
                     metrics = msg.split()[-1]
                 if msg.startswith("listening on "):

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <ctime>
 
+#include <grpc/support/log.h>
+
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -53,9 +55,24 @@ std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const {
   return std::make_unique<JsonLogFormatter>();
 }
 
+namespace {
+
+// gRPC's own log lines (e.g. a failed TLS handshake) through spdlog, so that
+// with --log-format json every line of the process is JSON.
+void GrpcToSpdlog(gpr_log_func_args* args) {
+  const spdlog::level::level_enum level =
+      args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::debug;
+  spdlog::log(level, "grpc {}:{}: {}", args->file, args->line, args->message);
+}
+
+}  // namespace
+
 void SetLogFormat(const std::string& format) {
   if (format == "json") {
     spdlog::set_formatter(std::make_unique<JsonLogFormatter>());
+    gpr_set_log_function(GrpcToSpdlog);
   } else {
     spdlog::set_pattern("%+");
   }

@@ -1,5 +1,6 @@
 #include "server/ops/ops_engine.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,9 +12,16 @@ struct OpsEngine::RequestState {
   std::string request_id;
   Clock::time_point last_token_at{};  // engine thread only
   int num_tokens_seen = 0;            // engine thread only
+  // Its entry in deadlines_, guarded by OpsEngine::mu_.
+  std::optional<Deadlines::iterator> deadline_entry;
   std::mutex mu;                      // guards the two flags
   bool finished = false;
   bool timed_out = false;
+
+  bool finished_flag() {
+    std::lock_guard<std::mutex> lock(mu);
+    return finished;
+  }
 };
 
 OpsEngine::OpsEngine(Engine* inner, ServerMetrics* metrics, const OpsEngineOptions& options)
@@ -64,7 +72,10 @@ absl::Status OpsEngine::Submit(GenerationRequest request, EventCallback on_event
   if (options_.request_timeout_s > 0) {
     const auto timeout = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(options_.request_timeout_s));
-    deadlines_.emplace(Clock::now() + timeout, state);
+    // A request that already finished needs no deadline.
+    if (!state->finished_flag()) {
+      state->deadline_entry = deadlines_.emplace(Clock::now() + timeout, state);
+    }
     wake_.notify_all();
   }
   return absl::OkStatus();
@@ -95,6 +106,10 @@ void OpsEngine::OnEvent(RequestState& state, GenerationEvent& event) {
   if (metrics_ != nullptr) metrics_->OnFinished(event);
   std::lock_guard<std::mutex> lock(mu_);
   --num_in_flight_;
+  if (state.deadline_entry) {
+    deadlines_.erase(*state.deadline_entry);
+    state.deadline_entry.reset();
+  }
 }
 
 void OpsEngine::WatchDeadlines() {
@@ -112,6 +127,7 @@ void OpsEngine::WatchDeadlines() {
     std::shared_ptr<RequestState> state = next->second.lock();
     deadlines_.erase(next);
     if (state == nullptr) continue;
+    state->deadline_entry.reset();
     {
       std::lock_guard<std::mutex> state_lock(state->mu);
       if (state->finished) continue;

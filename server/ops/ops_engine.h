@@ -58,8 +58,9 @@ class OpsEngine final : public Engine {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   int num_in_flight_ = 0;
-  // Deadline -> request; entries of finished requests are skipped when due.
-  std::multimap<Clock::time_point, std::weak_ptr<RequestState>> deadlines_;
+  // Deadline -> request. A request that finishes removes its entry.
+  using Deadlines = std::multimap<Clock::time_point, std::weak_ptr<RequestState>>;
+  Deadlines deadlines_;
   bool stopping_ = false;
   std::thread timer_;   // only with a request timeout
 };
