@@ -146,7 +146,14 @@ def main():
             check("wrong key refused", False)
         except grpc.RpcError as error:
             check("wrong key refused", error.code() == grpc.StatusCode.UNAUTHENTICATED)
-        check_metrics(scrape(metrics_url), finishes)
+        # The engine publishes its figures after the step that sent the
+        # last token: wait until it is idle.
+        deadline = time.time() + 10
+        samples = scrape(metrics_url)
+        while value(samples, "gemma_num_requests_running") != 0 and time.time() < deadline:
+            time.sleep(0.1)
+            samples = scrape(metrics_url)
+        check_metrics(samples, finishes)
     finally:
         server.send_signal(signal.SIGTERM)
         rest, _ = server.communicate(timeout=60)
