@@ -2,19 +2,19 @@
 // mutual TLS with --tls-cert/--tls-key) and `authorization: Bearer KEY`.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 namespace gemma::cli {
 
 struct SecurityOptions {
-  std::string api_key;       // sent as "authorization: Bearer <key>" when set
-  bool tls = false;          // TLS with the system's roots (implied by the files below)
-  std::string tls_ca_file;   // CA to verify the server with
-  std::string tls_cert_file; // client certificate (mutual TLS)
-  std::string tls_key_file;  // client private key
+  std::string api_key;        // sent as "authorization: Bearer <key>" when set
+  bool tls = false;           // TLS with the system's roots (implied by the files below)
+  std::string tls_ca_file;    // CA to verify the server with
+  std::string tls_cert_file;  // client certificate (mutual TLS)
+  std::string tls_key_file;   // client private key
   // File contents, filled by LoadSecurityFiles.
   std::string ca_pem, cert_pem, key_pem;
 };

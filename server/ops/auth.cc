@@ -32,7 +32,8 @@ absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::stri
   }
   if (key_file.empty()) return keys;
   std::ifstream in(key_file);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: cannot read '", key_file, "'"));
+  if (!in)
+    return absl::InvalidArgumentError(absl::StrCat("--api-key-file: cannot read '", key_file, "'"));
   std::string line;
   const size_t from_flags = keys.size();
   while (std::getline(in, line)) {
@@ -41,7 +42,8 @@ absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::stri
     keys.push_back(trimmed);
   }
   if (keys.size() == from_flags) {
-    return absl::InvalidArgumentError(absl::StrCat("--api-key-file: '", key_file, "' holds no key"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--api-key-file: '", key_file, "' holds no key"));
   }
   return keys;
 }

@@ -13,12 +13,12 @@
 // Thread-safety: immutable after construction; Check is safe from any thread.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 

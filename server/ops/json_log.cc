@@ -1,9 +1,9 @@
 #include "server/ops/json_log.h"
 
+#include <grpc/support/log.h>
+
 #include <chrono>
 #include <ctime>
-
-#include <grpc/support/log.h>
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"

@@ -18,9 +18,11 @@ absl::Status ApplyRequestLimits(const v1::GenerateRequest& proto, const RequestL
   const int room = limits.max_total_tokens - prompt_tokens;
   StoppingCriteria& stopping = request->stopping;
   if (room < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt has ", prompt_tokens, " tokens, leaving no room for output under "
-        "--max-total-tokens=", limits.max_total_tokens, " (prompt + max_tokens)"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt has ", prompt_tokens,
+                                                   " tokens, leaving no room for output under "
+                                                   "--max-total-tokens=",
+                                                   limits.max_total_tokens,
+                                                   " (prompt + max_tokens)"));
   }
   if (proto.stopping().has_max_tokens()) {
     if (stopping.max_tokens > room) {

@@ -11,8 +11,8 @@
 namespace gemma::server::ops {
 
 struct RequestLimits {
-  int max_prompt_tokens = 0;   // 0 = only the context bounds it
-  int max_total_tokens = 0;    // prompt + max_tokens; 0 = only the context
+  int max_prompt_tokens = 0;  // 0 = only the context bounds it
+  int max_total_tokens = 0;   // prompt + max_tokens; 0 = only the context
 };
 
 // INVALID_ARGUMENT naming the flag when `request` breaks a limit. A request

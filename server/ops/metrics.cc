@@ -11,9 +11,12 @@ namespace {
 
 const char* TypeName(MetricsRegistry::Type type) {
   switch (type) {
-    case MetricsRegistry::Type::kCounter: return "counter";
-    case MetricsRegistry::Type::kGauge: return "gauge";
-    case MetricsRegistry::Type::kHistogram: return "histogram";
+    case MetricsRegistry::Type::kCounter:
+      return "counter";
+    case MetricsRegistry::Type::kGauge:
+      return "gauge";
+    case MetricsRegistry::Type::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -23,10 +26,12 @@ std::string EscapeLabelValue(const std::string& value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
   }
   return out;
 }
@@ -43,7 +48,8 @@ std::string RenderLabels(const std::vector<std::string>& names,
                          const std::vector<std::string>& values, const std::string& extra = "") {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
-    out += fmt::format("{}{}=\"{}\"", out.empty() ? "" : ",", names[i], EscapeLabelValue(values[i]));
+    out +=
+        fmt::format("{}{}=\"{}\"", out.empty() ? "" : ",", names[i], EscapeLabelValue(values[i]));
   }
   if (!extra.empty()) out += (out.empty() ? "" : ",") + extra;
   return out.empty() ? "" : "{" + out + "}";
@@ -52,14 +58,12 @@ std::string RenderLabels(const std::vector<std::string>& names,
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)),
-      buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0);
 }
 
 void Histogram::Observe(double value) {
-  const size_t bucket =
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
@@ -126,8 +130,8 @@ Histogram& MetricsRegistry::GetHistogram(const std::string& name,
 
 void MetricsRegistry::RenderFamily(const std::string& name, const Family& family,
                                    std::string* out) {
-  *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, family.help, name,
-                      TypeName(family.type));
+  *out +=
+      fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, family.help, name, TypeName(family.type));
   for (const auto& [values, child] : family.children) {
     const std::vector<std::string>& names = family.label_names;
     if (family.type == Type::kCounter) {

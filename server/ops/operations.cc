@@ -7,13 +7,13 @@
 namespace gemma::server::ops {
 
 absl::StatusOr<std::unique_ptr<Operations>> Operations::Create(const OpsOptions& options,
-                                                              const std::string& grpc_host) {
+                                                               const std::string& grpc_host) {
   std::unique_ptr<Operations> ops(new Operations(options));
   if (options.metrics_port < 0) return ops;
   const std::string host = options.metrics_host.empty() ? grpc_host : options.metrics_host;
   Operations* self = ops.get();
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(host, options.metrics_port, [self] { return self->RenderMetrics(); });
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+      host, options.metrics_port, [self] { return self->RenderMetrics(); });
   if (!http.ok()) {
     if (options.metrics_port_required) return http.status();
     spdlog::warn("metrics endpoint off: {} (pass --metrics-port to choose another port)",
@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<Operations>> Operations::Create(const OpsOptions&
 
 Operations::~Operations() { StopMetrics(); }
 
-absl::Status Operations::AddListeningPort(const std::string& address,
-                                          grpc::ServerBuilder& builder, int* selected_port) {
+absl::Status Operations::AddListeningPort(const std::string& address, grpc::ServerBuilder& builder,
+                                          int* selected_port) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(options_.tls);
   if (!credentials.ok()) return credentials.status();

@@ -8,11 +8,11 @@
 // renders concurrently (it sees the engine once WrapEngine published it).
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "engine/core/engine.h"
@@ -51,8 +51,7 @@ class Operations {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
-  explicit Operations(const OpsOptions& options)
-      : options_(options), auth_(options.api_keys) {}
+  explicit Operations(const OpsOptions& options) : options_(options), auth_(options.api_keys) {}
   std::string RenderMetrics();
 
   const OpsOptions options_;

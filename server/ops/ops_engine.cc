@@ -14,7 +14,7 @@ struct OpsEngine::RequestState {
   int num_tokens_seen = 0;            // engine thread only
   // Its entry in deadlines_, guarded by OpsEngine::mu_.
   std::optional<Deadlines::iterator> deadline_entry;
-  std::mutex mu;                      // guards the two flags
+  std::mutex mu;  // guards the two flags
   bool finished = false;
   bool timed_out = false;
 
@@ -46,12 +46,11 @@ int OpsEngine::num_in_flight() const {
 absl::Status OpsEngine::Submit(GenerationRequest request, EventCallback on_event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (options_.max_concurrent_streams > 0 &&
-        num_in_flight_ >= options_.max_concurrent_streams) {
+    if (options_.max_concurrent_streams > 0 && num_in_flight_ >= options_.max_concurrent_streams) {
       if (metrics_ != nullptr) metrics_->OnRejected("RESOURCE_EXHAUSTED");
-      return absl::ResourceExhaustedError(absl::StrCat(
-          num_in_flight_, " streams are in flight; --max-concurrent-streams is ",
-          options_.max_concurrent_streams));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(num_in_flight_, " streams are in flight; --max-concurrent-streams is ",
+                       options_.max_concurrent_streams));
     }
     ++num_in_flight_;
   }

@@ -26,8 +26,8 @@
 namespace gemma::server::ops {
 
 struct OpsEngineOptions {
-  int max_concurrent_streams = 0;   // 0 = unlimited
-  double request_timeout_s = 0;     // 0 = none
+  int max_concurrent_streams = 0;  // 0 = unlimited
+  double request_timeout_s = 0;    // 0 = none
 };
 
 class OpsEngine final : public Engine {
@@ -62,7 +62,7 @@ class OpsEngine final : public Engine {
   using Deadlines = std::multimap<Clock::time_point, std::weak_ptr<RequestState>>;
   Deadlines deadlines_;
   bool stopping_ = false;
-  std::thread timer_;   // only with a request timeout
+  std::thread timer_;  // only with a request timeout
 };
 
 }  // namespace gemma::server::ops

@@ -10,19 +10,24 @@ constexpr int kDefaultMetricsPort = 9090;
 void AddLimitFlags(CLI::App& app, OpsOptions& o) {
   app.add_option("--max-prompt-tokens", o.limits.max_prompt_tokens,
                  "longest prompt accepted, in tokens (0 = the context bounds it)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-total-tokens", o.limits.max_total_tokens,
                  "prompt + max_tokens accepted (0 = the context bounds it)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-message-bytes", o.max_message_bytes,
                  "largest request message gRPC accepts (0 = gRPC's 4 MiB)")
-      ->check(CLI::Range(0, 1 << 30))->capture_default_str();
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   app.add_option("--request-timeout-s", o.request_timeout_s,
                  "a Generate running longer is cancelled with DEADLINE_EXCEEDED (0 = none)")
-      ->check(CLI::Range(0.0, 86400.0 * 7))->capture_default_str();
+      ->check(CLI::Range(0.0, 86400.0 * 7))
+      ->capture_default_str();
   app.add_option("--max-concurrent-streams", o.max_concurrent_streams,
                  "Generate streams in flight; beyond it RESOURCE_EXHAUSTED (0 = unlimited)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -32,7 +37,8 @@ void AddOpsFlags(CLI::App& app, OpsOptions& o, OpsFlagValues& values) {
   values.metrics_port =
       app.add_option("--metrics-port", o.metrics_port,
                      "Prometheus /metrics HTTP port (-1 = off, 0 = any free port)")
-          ->check(CLI::Range(-1, 65535))->capture_default_str();
+          ->check(CLI::Range(-1, 65535))
+          ->capture_default_str();
   app.add_option("--metrics-host", o.metrics_host, "address of /metrics (default: --host)");
   app.add_option("--api-key", values.api_keys,
                  "accepted API key (repeatable); calls need 'authorization: Bearer KEY'");
@@ -43,7 +49,8 @@ void AddOpsFlags(CLI::App& app, OpsOptions& o, OpsFlagValues& values) {
                  "CA (PEM) client certificates must chain to; enables mutual TLS");
   AddLimitFlags(app, o);
   app.add_option("--log-format", o.log_format, "text | json (one JSON object per line)")
-      ->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 }
 
 absl::Status FinishOpsFlags(const OpsFlagValues& values, OpsOptions& o) {

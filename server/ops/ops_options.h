@@ -19,14 +19,14 @@ struct OpsOptions {
   // A busy port is fatal when the port was asked for; the command line's
   // default (9090) only warns, so a second server on a host still starts.
   bool metrics_port_required = true;
-  std::string metrics_host;             // empty: the gRPC --host
-  std::vector<std::string> api_keys;    // empty: no authentication
+  std::string metrics_host;           // empty: the gRPC --host
+  std::vector<std::string> api_keys;  // empty: no authentication
   TlsOptions tls;
   RequestLimits limits;
-  int max_message_bytes = 0;            // gRPC max receive size; 0 = gRPC's 4 MiB
-  double request_timeout_s = 0;         // 0 = none
-  int max_concurrent_streams = 0;       // Generate streams in the engine; 0 = unlimited
-  std::string log_format = "text";      // text | json
+  int max_message_bytes = 0;        // gRPC max receive size; 0 = gRPC's 4 MiB
+  double request_timeout_s = 0;     // 0 = none
+  int max_concurrent_streams = 0;   // Generate streams in the engine; 0 = unlimited
+  std::string log_format = "text";  // text | json
 };
 
 }  // namespace gemma::server::ops

@@ -36,14 +36,14 @@ void AddFamilies(MetricsRegistry& r) {
               {"finished_reason"});
   r.AddFamily("gemma_request_failure_total", Type::kCounter,
               "Generate calls that ended with an error status, by gRPC code.", {"code"});
-  r.AddFamily("gemma_time_to_first_token_seconds", Type::kHistogram,
-              "Submit to first token.", {}, LatencyBuckets());
+  r.AddFamily("gemma_time_to_first_token_seconds", Type::kHistogram, "Submit to first token.", {},
+              LatencyBuckets());
   r.AddFamily("gemma_inter_token_latency_seconds", Type::kHistogram,
               "Time between consecutive output tokens.", {}, LatencyBuckets());
-  r.AddFamily("gemma_e2e_request_latency_seconds", Type::kHistogram,
-              "Submit to last token.", {}, LatencyBuckets());
-  r.AddFamily("gemma_request_queue_time_seconds", Type::kHistogram,
-              "Submit to first scheduled.", {}, LatencyBuckets());
+  r.AddFamily("gemma_e2e_request_latency_seconds", Type::kHistogram, "Submit to last token.", {},
+              LatencyBuckets());
+  r.AddFamily("gemma_request_queue_time_seconds", Type::kHistogram, "Submit to first scheduled.",
+              {}, LatencyBuckets());
   r.AddFamily("gemma_request_prompt_tokens", Type::kHistogram,
               "Prompt length of finished requests.", {}, TokenCountBuckets());
   r.AddFamily("gemma_request_generation_tokens", Type::kHistogram,
@@ -60,11 +60,15 @@ const char* FinishedReasonLabel(FinishReason reason) {
   switch (reason) {
     case FinishReason::kEos:
     case FinishReason::kStopToken:
-    case FinishReason::kStopString: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kStopString:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "abort";
     case FinishReason::kNone:
-    case FinishReason::kError: break;
+    case FinishReason::kError:
+      break;
   }
   return "";
 }
@@ -137,7 +141,8 @@ std::string ServerMetrics::Render(const EngineStats& stats,
                                   std::optional<size_t> device_memory_used_bytes) {
   SetEngineFigures(stats);
   if (device_memory_used_bytes) {
-    registry_.GetGauge("gemma_gpu_memory_used_bytes").Set(static_cast<double>(*device_memory_used_bytes));
+    registry_.GetGauge("gemma_gpu_memory_used_bytes")
+        .Set(static_cast<double>(*device_memory_used_bytes));
   }
   return registry_.Render();
 }

@@ -43,8 +43,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     absl::StatusOr<std::string> ca = ReadPemFile(o.client_ca_file, "--tls-client-ca");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }

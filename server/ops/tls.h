@@ -3,10 +3,10 @@
 // chain to that CA). Without --tls-cert the server is plain-text.
 #pragma once
 
+#include <grpcpp/security/server_credentials.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/security/server_credentials.h>
 
 #include "absl/status/statusor.h"
 

@@ -47,7 +47,8 @@ inline void FuzzGenerateRequest(const uint8_t* data, size_t size) {
   const StoppingCriteria& stopping = built->stopping;
   const int prompt_tokens = static_cast<int>(built->prompt_ids.size());
   RequireRequest(prompt_tokens >= 1);
-  RequireRequest(stopping.max_tokens >= 1 && prompt_tokens + stopping.max_tokens <= limits.max_context);
+  RequireRequest(stopping.max_tokens >= 1 &&
+                 prompt_tokens + stopping.max_tokens <= limits.max_context);
   RequireRequest(stopping.min_tokens >= 0 && stopping.min_tokens <= stopping.max_tokens);
   RequireRequest(ValidateRequest(*built, limits.vocab_size, limits.max_context).ok());
 

@@ -36,8 +36,8 @@ TEST(OpsAuthTest, KeysAreRequiredExceptForHealth) {
   const std::string address = server->address();
   EXPECT_TRUE(ClientWithKey(address, std::string("Bearer ") + kKey).Info().ok());
   EXPECT_TRUE(ClientWithKey(address, "Bearer other-key").Info().ok());
-  for (const std::string& header : {std::string(), std::string("Bearer wrong"),
-                                    std::string(kKey), std::string("Basic ") + kKey}) {
+  for (const std::string& header : {std::string(), std::string("Bearer wrong"), std::string(kKey),
+                                    std::string("Basic ") + kKey}) {
     SCOPED_TRACE(header);
     const grpc::Status status = ClientWithKey(address, header).Info();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
@@ -63,7 +63,8 @@ TEST(OpsLimitsTest, PromptAndTotalTokens) {
   ASSERT_NE(server, nullptr);
   auto stub = NewStub(server->address());
   EXPECT_TRUE(RunStream(*stub, GreedyText("Love is", 4)).status.ok());
-  StreamResult long_prompt = RunStream(*stub, GreedyText("The quick brown fox jumps over the lazy dog and runs far away", 4));
+  StreamResult long_prompt = RunStream(
+      *stub, GreedyText("The quick brown fox jumps over the lazy dog and runs far away", 4));
   EXPECT_EQ(long_prompt.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(long_prompt.status.error_message().find("--max-prompt-tokens"), std::string::npos)
       << long_prompt.status.error_message();
@@ -76,7 +77,8 @@ TEST(OpsLimitsTest, PromptAndTotalTokens) {
   unset.mutable_stopping()->clear_max_tokens();
   StreamResult lowered = RunStream(*stub, unset);
   ASSERT_TRUE(lowered.status.ok()) << lowered.status.error_message();
-  EXPECT_EQ(lowered.finish.usage().prompt_tokens() + lowered.finish.usage().completion_tokens(), 16);
+  EXPECT_EQ(lowered.finish.usage().prompt_tokens() + lowered.finish.usage().completion_tokens(),
+            16);
 }
 
 TEST(OpsLimitsTest, MessageSizeIsEnforcedByGrpc) {
@@ -104,8 +106,8 @@ TEST(OpsLimitsTest, RequestTimeoutEndsWithDeadlineExceeded) {
   EXPECT_LT(result.ids.size(), 1000u);
   EXPECT_TRUE(RunStream(*stub, GreedyText("Love is", 4)).status.ok());
   // The slot and its KV came back.
-  EXPECT_TRUE(Eventually([&] { return server->engine()->Stats().running == 0; },
-                         std::chrono::seconds(10)));
+  EXPECT_TRUE(
+      Eventually([&] { return server->engine()->Stats().running == 0; }, std::chrono::seconds(10)));
 }
 
 TEST(OpsLimitsTest, StreamsBeyondTheCapAreRefusedAtOnce) {
@@ -123,12 +125,13 @@ TEST(OpsLimitsTest, StreamsBeyondTheCapAreRefusedAtOnce) {
       auto stub = NewStub(address);
       auto reader = stub->Generate(context, GreedyText("Love is", 1000));
       v1::GenerateResponse response;
-      while (reader->Read(&response)) {}
+      while (reader->Read(&response)) {
+      }
       reader->Finish();
     });
   }
-  ASSERT_TRUE(Eventually([&] { return server->engine()->Stats().running == 2; },
-                         std::chrono::seconds(20)));
+  ASSERT_TRUE(
+      Eventually([&] { return server->engine()->Stats().running == 2; }, std::chrono::seconds(20)));
   auto stub = NewStub(address);
   const auto started = std::chrono::steady_clock::now();
   StreamResult third = RunStream(*stub, GreedyText("Love is", 4));
@@ -137,8 +140,8 @@ TEST(OpsLimitsTest, StreamsBeyondTheCapAreRefusedAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
   for (auto& context : contexts) context->TryCancel();
   for (auto& stream : streams) stream.join();
-  ASSERT_TRUE(Eventually([&] { return server->engine()->Stats().running == 0; },
-                         std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      Eventually([&] { return server->engine()->Stats().running == 0; }, std::chrono::seconds(10)));
   EXPECT_TRUE(RunStream(*stub, GreedyText("Love is", 4)).status.ok());
 }
 
@@ -149,11 +152,13 @@ TEST(OpsStatusTest, GetServerStatusReportsLoadAndAFullPoolWhenIdle) {
   ASSERT_TRUE(RunStream(*stub, GreedyText("Love is", 6)).status.ok());
   v1::ServerStatus status;
   // The engine publishes its figures after the step that sent the last token.
-  ASSERT_TRUE(Eventually([&] {
-    grpc::ClientContext context;
-    return stub->GetServerStatus(&context, v1::GetServerStatusRequest(), &status).ok() &&
-           status.num_requests_running() == 0;
-  }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        grpc::ClientContext context;
+        return stub->GetServerStatus(&context, v1::GetServerStatusRequest(), &status).ok() &&
+               status.num_requests_running() == 0;
+      },
+      std::chrono::seconds(10)));
   EXPECT_EQ(status.num_requests_waiting(), 0);
   EXPECT_GT(status.kv_total_blocks(), 0);
   EXPECT_EQ(status.kv_free_blocks(), status.kv_total_blocks());

@@ -22,7 +22,8 @@ class TlsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(::testing::TempDir() + "/gemma_tls_" + std::to_string(getpid()));
     const std::string script =
-        "set -e; mkdir -p " + *dir_ + "; cd " + *dir_ + "\n"
+        "set -e; mkdir -p " + *dir_ + "; cd " + *dir_ +
+        "\n"
         "key() { openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
         "-keyout $1.key -out $1.csr -subj /CN=$2 2>/dev/null; }\n"
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
