@@ -46,8 +46,10 @@ std::string RandomHex32() {
   return text;
 }
 
-void SetShortDeadline(grpc::ClientContext* context) {
+// The set-up calls (model info, tokenize) carry the API key like the load.
+void PrepareSetupCall(const CallSettings& settings, grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (!settings.api_key.empty()) context->AddMetadata("authorization", "Bearer " + settings.api_key);
 }
 
 }  // namespace
@@ -82,7 +84,7 @@ bool LoadRunner::Connect(std::string* error) {
 bool LoadRunner::FetchModelLimits(ModelLimits* limits, std::string* error) {
   v1::Gemma::Stub& stub = *stubs_.front();
   grpc::ClientContext info_context;
-  SetShortDeadline(&info_context);
+  PrepareSetupCall(settings_, &info_context);
   v1::ModelInfo info;
   grpc::Status status = stub.GetModelInfo(&info_context, v1::GetModelInfoRequest(), &info);
   if (!status.ok()) {
@@ -98,8 +100,8 @@ bool LoadRunner::FetchModelLimits(ModelLimits* limits, std::string* error) {
   request.set_text("a");
   request.set_add_bos(true);
   grpc::ClientContext with_context, without_context;
-  SetShortDeadline(&with_context);
-  SetShortDeadline(&without_context);
+  PrepareSetupCall(settings_, &with_context);
+  PrepareSetupCall(settings_, &without_context);
   if (stub.Tokenize(&with_context, request, &with_bos).ok()) {
     request.set_add_bos(false);
     if (stub.Tokenize(&without_context, request, &without_bos).ok() &&
