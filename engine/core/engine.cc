@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-#include <list>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "engine/core/kv_allocator.h"
 #include "engine/core/request_validation.h"
+#include "engine/core/scheduler.h"
 #include "engine/core/sequence.h"
 #include "spdlog/spdlog.h"
 
@@ -25,8 +24,11 @@ double MillisBetween(Clock::time_point a, Clock::time_point b) {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& options, std::unique_ptr<Backend> backend, const Tokenizer* tokenizer)
-      : options_(options), backend_(std::move(backend)), tokenizer_(tokenizer), rng_(options.seed) {
-    kv_ = MakeKvAllocator(backend_.get());
+      : options_(options),
+        backend_(std::move(backend)),
+        tokenizer_(tokenizer),
+        scheduler_(backend_.get(), options.max_tokens_per_step),
+        rng_(options.seed) {
     const auto& eos = backend_->config().eos_token_ids;
     eos_ids_.insert(eos.begin(), eos.end());
     eos_ids_.insert(tokenizer_->special().eos);
@@ -48,10 +50,7 @@ class EngineImpl final : public Engine {
   void Loop();
   void DrainInbox();
   void ApplyCancels(bool cancel_everything);
-  void Admit();
   void RunStep();
-  bool ReserveOrPreempt(Sequence& seq, int new_length);
-  void Preempt(Sequence& seq);
   void CommitToken(Sequence& seq, std::span<float> logits);
   void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
   void PublishStats();
@@ -75,12 +74,9 @@ class EngineImpl final : public Engine {
   EngineStats stats_;
 
   // Scheduler thread only.
-  std::list<std::unique_ptr<Sequence>> waiting_, running_;
-  std::unique_ptr<KvAllocator> kv_;
-  int64_t preemptions_ = 0;
+  Scheduler scheduler_;
   int last_batch_size_ = 0;
   std::mt19937_64 rng_;
-  int64_t arrivals_ = 0;
   int64_t steps_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
   std::thread thread_;
 };
@@ -136,18 +132,19 @@ void EngineImpl::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] {
-        return !inbox_.empty() || !cancel_inbox_.empty() || stopping_ || !running_.empty() || !waiting_.empty();
+        return !inbox_.empty() || !cancel_inbox_.empty() || stopping_ || scheduler_.has_running() ||
+               scheduler_.has_waiting();
       });
       past_deadline = stopping_ && Clock::now() >= stop_deadline_;
     }
     DrainInbox();
     ApplyCancels(past_deadline);
-    Admit();
-    if (!running_.empty()) {
+    scheduler_.Admit();
+    if (scheduler_.has_running()) {
       RunStep();
     } else {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ && waiting_.empty() && inbox_.empty()) break;
+      if (stopping_ && !scheduler_.has_waiting() && inbox_.empty()) break;
     }
     PublishStats();
   }
@@ -156,119 +153,38 @@ void EngineImpl::Loop() {
 
 void EngineImpl::DrainInbox() {
   std::vector<std::unique_ptr<Sequence>> incoming;
+  std::unordered_set<std::string> cancels;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(inbox_);
-    for (const std::string& id : cancel_inbox_) {
-      for (auto& s : incoming) if (s->request.request_id == id) s->cancel_requested = true;
-      for (auto& s : waiting_) if (s->request.request_id == id) s->cancel_requested = true;
-      for (auto& s : running_) if (s->request.request_id == id) s->cancel_requested = true;
-    }
-    cancel_inbox_.clear();
+    cancels.swap(cancel_inbox_);
   }
-  for (auto& s : incoming) {
-    s->arrival = arrivals_++;
-    // Highest priority first; FCFS among equals.
-    auto at = std::find_if(waiting_.begin(), waiting_.end(),
-                           [&](const auto& w) { return w->request.priority < s->request.priority; });
-    waiting_.insert(at, std::move(s));
-  }
+  for (auto& s : incoming) scheduler_.Enqueue(std::move(s));
+  for (const std::string& id : cancels) scheduler_.MarkCancelled(id);
 }
 
 void EngineImpl::ApplyCancels(bool cancel_everything) {
-  for (auto* list : {&waiting_, &running_}) {
-    for (auto it = list->begin(); it != list->end();) {
-      Sequence& seq = **it;
-      ++it;  // Finish() removes the sequence from its list
-      if (seq.cancel_requested || cancel_everything) Finish(seq, FinishReason::kCancelled, {});
-    }
-  }
+  for (Sequence* seq : scheduler_.Cancelled(cancel_everything)) Finish(*seq, FinishReason::kCancelled, {});
 }
 
-void EngineImpl::Admit() {
-  while (!waiting_.empty()) {
-    Sequence& seq = *waiting_.front();
-    if (!kv_->Admit(seq)) break;  // FCFS: nobody overtakes the head
-    if (seq.num_cached_tokens < 0) seq.num_cached_tokens = seq.num_computed;
-    if (seq.scheduled_at == Clock::time_point{}) seq.scheduled_at = Clock::now();
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-  }
-}
-
-// Gets KV for [0, new_length), preempting the newest running sequences that
-// arrived after `seq` while blocks are short. The oldest sequence can always
-// go on, so the batch never deadlocks. False: `seq` waits this step.
-bool EngineImpl::ReserveOrPreempt(Sequence& seq, int new_length) {
-  while (!kv_->Reserve(seq, new_length)) {
-    Sequence* victim = nullptr;
-    for (auto& r : running_)
-      if (r->arrival > seq.arrival && (!victim || r->arrival > victim->arrival)) victim = r.get();
-    if (!victim) return false;
-    Preempt(*victim);
-  }
-  return true;
-}
-
-// Drops the sequence's KV and puts it back at the head of the queue; it will
-// recompute its tokens (reusing cached blocks) and continue where it was.
-void EngineImpl::Preempt(Sequence& seq) {
-  kv_->Release(seq);
-  seq.num_computed = 0;
-  ++seq.num_preemptions;
-  ++preemptions_;
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &seq; });
-  waiting_.push_front(std::move(*it));
-  running_.erase(it);
-}
-
-// One iteration: every decoding sequence contributes its last token; the
-// others (prefill, or recompute after preemption) share the remaining token
-// budget in admission order.
+// One iteration: schedule, forward, then per sequence commit the KV and, when
+// its chunk reached the end of its tokens, sample and emit.
 void EngineImpl::RunStep() {
-  std::vector<SequenceChunk> chunks;
-  std::vector<Sequence*> owners;
-  int budget = options_.max_tokens_per_step;
-  auto add = [&](Sequence& s, int n) {
-    SequenceChunk c{s.slot, std::span<const int32_t>(s.tokens).subspan(s.num_computed, n), s.num_computed, false};
-    kv_->Describe(s, &c);
-    chunks.push_back(c);
-    owners.push_back(&s);
-    budget -= n;
-  };
-  std::vector<Sequence*> order;
-  for (auto& s : running_) order.push_back(s.get());
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
-  std::vector<Sequence*> decodes, prefills;
-  for (Sequence* s : order) (s->decoding() ? decodes : prefills).push_back(s);
-  for (Sequence* s : decodes) {
-    if (s->slot >= 0 && ReserveOrPreempt(*s, s->num_computed + 1)) add(*s, 1);
-  }
-  for (Sequence* s : prefills) {
-    if (budget <= 0 || s->slot < 0) continue;  // slot < 0: preempted this step
-    const int n = std::min(budget, s->remaining());
-    if (ReserveOrPreempt(*s, s->num_computed + n)) add(*s, n);
-  }
-  // A victim preempted after its chunk was added must not run.
-  for (size_t i = 0; i < owners.size();) {
-    if (owners[i]->slot >= 0) { ++i; continue; }
-    owners.erase(owners.begin() + i);
-    chunks.erase(chunks.begin() + i);
-  }
-  last_batch_size_ = static_cast<int>(chunks.size());
-  if (chunks.empty()) {
+  StepPlan plan = scheduler_.Schedule();
+  last_batch_size_ = static_cast<int>(plan.chunks.size());
+  if (plan.chunks.empty()) {
     // Everyone waits for blocks an older sequence holds; it can always go on,
     // so this is brief. Don't spin the core meanwhile.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
   StepOutput out;
-  absl::Status status = backend_->Forward(chunks, &out);
+  absl::Status status = backend_->Forward(plan.chunks, &out);
   ++steps_;
   if (options_.on_step) options_.on_step(last_batch_size_);
   if (!status.ok()) {
     spdlog::error("forward failed: {}", status.ToString());
-    for (Sequence* s : owners) {
+    for (Sequence* s : plan.owners) {
       GenerationEvent ev;
       ev.error = status;
       Finish(*s, FinishReason::kError, std::move(ev));
@@ -276,12 +192,11 @@ void EngineImpl::RunStep() {
     return;
   }
   const int vocab = backend_->config().vocab_size;
-  for (size_t i = 0; i < owners.size(); ++i) {
-    Sequence& seq = *owners[i];
-    const int n = static_cast<int>(chunks[i].token_ids.size());
+  for (size_t i = 0; i < plan.owners.size(); ++i) {
+    Sequence& seq = *plan.owners[i];
+    const int n = static_cast<int>(plan.chunks[i].token_ids.size());
     if (n > 1 || seq.num_output() == 0) prompt_tokens_ += n;
-    seq.num_computed += n;
-    kv_->Commit(seq);
+    scheduler_.Computed(seq, n);
     if (seq.remaining() > 0) continue;  // more to prefill: these logits are not needed
     CommitToken(seq, std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
   }
@@ -344,30 +259,23 @@ void EngineImpl::Finish(Sequence& seq, FinishReason reason, GenerationEvent ev) 
   ev.timings.total_ms = MillisBetween(seq.submitted_at, now);
   seq.on_event(std::move(ev));
 
-  kv_->Release(seq);
-  for (auto* list : {&waiting_, &running_}) {
-    auto it = std::find_if(list->begin(), list->end(), [&](const auto& s) { return s.get() == &seq; });
-    if (it != list->end()) {
-      list->erase(it);  // destroys seq
-      return;
-    }
-  }
+  scheduler_.Remove(seq);  // destroys seq
 }
 
 void EngineImpl::PublishStats() {
   std::lock_guard<std::mutex> lock(mu_);
-  num_waiting_shared_ = static_cast<int>(waiting_.size() + inbox_.size());
-  stats_.running = static_cast<int>(running_.size());
+  num_waiting_shared_ = scheduler_.num_waiting() + static_cast<int>(inbox_.size());
+  stats_.running = scheduler_.num_running();
   stats_.waiting = num_waiting_shared_;
   stats_.total_slots = backend_->max_slots();
   stats_.free_slots = stats_.total_slots - stats_.running;
-  const KvUsage kv = kv_->Usage();
+  const KvUsage kv = scheduler_.kv_usage();
   stats_.kv_block_size = kv.block_size;
   stats_.kv_total_blocks = kv.total_blocks;
   stats_.kv_free_blocks = kv.free_blocks;
   stats_.prefix_cache_queries = kv.prefix.queries;
   stats_.prefix_cache_hits = kv.prefix.hits;
-  stats_.preemptions = preemptions_;
+  stats_.preemptions = scheduler_.num_preemptions();
   stats_.last_batch_size = last_batch_size_;
   stats_.steps = steps_;
   stats_.prompt_tokens = prompt_tokens_;
