@@ -15,7 +15,9 @@ namespace {
 std::vector<std::string> ServeArgs(std::vector<std::string> extra, int port = 0) {
   std::vector<std::string> args = {kBinDir + "/gemma-serve", "--model", kModelDir, "--backend",
                                    "cpu", "--host", "127.0.0.1", "--port", std::to_string(port),
-                                   "--threads", "1", "--max-context", "2048"};
+                                   "--threads", "1", "--max-context", "2048",
+                                   // No /metrics: parallel tests would contend for its port.
+                                   "--metrics-port", "-1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

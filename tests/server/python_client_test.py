@@ -31,7 +31,7 @@ def check(name, condition, detail=""):
 def start_server(args):
     server = subprocess.Popen(
         [args.serve, "--model", args.model, "--backend", "cpu", "--host", "127.0.0.1",
-         "--port", "0", "--threads", "1", "--max-context", "1024"],
+         "--port", "0", "--threads", "1", "--max-context", "1024", "--metrics-port", "-1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
     for line in server.stdout:
