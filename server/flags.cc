@@ -43,6 +43,16 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-context", s.max_context, "tokens per sequence (prompt + output)")
       ->check(CLI::Range(2, 1 << 22))
       ->capture_default_str();
+  app.add_option("--max-tokens-per-step", s.max_tokens_per_step,
+                 "token budget of one engine step (decodes + prefill chunks)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_flag("--random-weights", s.random_weights,
+               "cuda: build the model of --model's config.json with deterministic random weights "
+               "(benchmarks without a checkpoint; pair with --tokenizer)");
+  app.add_option("--tokenizer", s.tokenizer_path,
+                 "tokenizer.model to use instead of <model>/tokenizer.model")
+      ->check(CLI::ExistingFile);
   app.add_option("--threads", s.num_threads, "cpu backend threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -222,6 +222,7 @@ absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateReque
                                                          const ServingLimits& limits) {
   GenerationRequest out;
   out.request_id = std::move(request_id);
+  out.priority = request.priority();
   if (absl::Status s = ValidateSampling(request.sampling(), &out.sampling); !s.ok()) return s;
   if (request.has_logprobs()) {
     if (request.logprobs() < 0 || request.logprobs() > kMaxLogprobs) {

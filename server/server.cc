@@ -71,7 +71,9 @@ void GemmaServer::SetHealth(bool serving) {
 
 absl::Status GemmaServer::Load() {
   const std::string tokenizer_path =
-      (std::filesystem::path(options_.model_dir) / "tokenizer.model").string();
+      !options_.tokenizer_path.empty()
+          ? options_.tokenizer_path
+          : (std::filesystem::path(options_.model_dir) / "tokenizer.model").string();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(tokenizer_path);
   if (!tokenizer.ok()) return tokenizer.status();
   tokenizer_ = *std::move(tokenizer);
@@ -82,11 +84,13 @@ absl::Status GemmaServer::Load() {
   backend_options.max_slots = options_.max_concurrent_sequences;
   backend_options.max_context = options_.max_context;
   backend_options.num_threads = options_.num_threads;
+  backend_options.random_weights = options_.random_weights;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
   if (!backend.ok()) return backend.status();
 
   EngineOptions engine_options;
   engine_options.max_queue = options_.max_queue;
+  engine_options.max_tokens_per_step = options_.max_tokens_per_step;
   ops_->ConfigureEngine(&engine_options);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(engine_options, *std::move(backend), tokenizer_.get());

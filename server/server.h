@@ -29,6 +29,9 @@ struct ServerOptions {
   int max_queue = 256;
   int max_context = 4096;
   int num_threads = 0;                // cpu backend: 0 = all cores
+  int max_tokens_per_step = 512;      // chunked-prefill token budget per engine step
+  bool random_weights = false;        // cuda: model_dir holds only config.json
+  std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };
 

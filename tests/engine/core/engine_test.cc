@@ -257,6 +257,36 @@ TEST_F(EngineTest, InvalidRequestsNameTheField) {
   EXPECT_EQ(ok.Wait().usage.completion_tokens, 4);
 }
 
+TEST_F(EngineTest, HigherPriorityOvertakesWaitingRequestsOnly) {
+  auto engine = MakeEngine(1);
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto record = [&](Collector& c) {
+    auto inner = c.Callback();
+    return [&, inner](GenerationEvent&& ev) {
+      if (ev.finished) {
+        std::lock_guard<std::mutex> l(mu);
+        order.push_back(ev.request_id);
+      }
+      inner(std::move(ev));
+    };
+  };
+  Collector a, b, c;
+  GenerationRequest ra = Greedy("Love is", 60), rb = Greedy("You will", 4), rc = Greedy("Never", 4);
+  ra.request_id = "running";
+  rb.request_id = "low";
+  rc.request_id = "high";
+  rc.priority = 5;
+  ASSERT_TRUE(engine->Submit(ra, record(a)).ok());
+  while (a.num_events() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(engine->Submit(rb, record(b)).ok());
+  ASSERT_TRUE(engine->Submit(rc, record(c)).ok());
+  a.Wait();
+  b.Wait();
+  c.Wait();
+  EXPECT_EQ(order, (std::vector<std::string>{"running", "high", "low"}));
+}
+
 TEST_F(EngineTest, ShutdownFinishesInFlightThenRejects) {
   auto engine = MakeEngine(2);
   Collector a, b;
