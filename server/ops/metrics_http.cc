@@ -1,6 +1,7 @@
 #include "server/ops/metrics_http.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -10,6 +11,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::function<std::string()> render) {
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer());
   server->http_ = std::make_unique<httplib::Server>();
+  // httplib's default adds SO_REUSEPORT: a second server would then bind a
+  // busy port silently and take part of its scrapes. Only SO_REUSEADDR.
+  server->http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server->http_->Get("/metrics", [render](const httplib::Request&, httplib::Response& response) {
     response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
   });
