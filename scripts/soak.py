@@ -3,8 +3,8 @@
 
 Runs a real gemma-serve (CPU, API key, limits) under mixed load for
 --duration-s seconds: normal streams, clients that disconnect mid-stream,
-expired deadlines, malformed, oversized and too-long requests, wrong keys and
-status polls. Checks that every call gets the answer its kind expects, the
+expired deadlines, streams the server's --request-timeout-s ends, malformed,
+oversized and too-long requests, wrong keys and status polls. Checks that every call gets the answer its kind expects, the
 server never dies, its RSS stays flat (end vs. after warm-up, within
 --rss-growth), and that afterwards nothing runs and the KV pool is full again
 (GetServerStatus). Prints a JSON summary last; exit 0 when everything held.
@@ -27,6 +27,7 @@ import grpc
 KEY = "soak-key"
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_PROMPT_TOKENS = 200
+REQUEST_TIMEOUT_S = 3.0
 PROMPTS = [b"Love is", b"The quick brown fox", b"A fortune for you:", b"Never trust"]
 
 
@@ -52,7 +53,8 @@ def start_server(args, log_path):
          "--port", "0", "--metrics-port", "0", "--threads", str(args.threads),
          "--max-context", "1024", "--max-concurrent-sequences", "8", "--max-queue", "256",
          "--api-key", KEY, "--max-message-bytes", str(MAX_MESSAGE_BYTES),
-         "--max-prompt-tokens", str(MAX_PROMPT_TOKENS), "--log-format", "json"],
+         "--max-prompt-tokens", str(MAX_PROMPT_TOKENS), "--log-format", "json",
+         "--request-timeout-s", str(REQUEST_TIMEOUT_S)],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     addr = metrics = None
@@ -121,6 +123,20 @@ class Load:
         return self.expect_error(self.request(500), grpc.StatusCode.DEADLINE_EXCEEDED,
                                  timeout=random.uniform(0.01, 0.2))
 
+    def server_timeout(self):
+        """A long stream: the server's --request-timeout-s ends it with
+        DEADLINE_EXCEEDED, unless it really finished within the timeout."""
+        started = time.time()
+        try:
+            for _ in self.stub.Generate(self.request(1000), metadata=self.auth, timeout=120):
+                pass
+        except grpc.RpcError as error:
+            elapsed = time.time() - started
+            return (error.code() == grpc.StatusCode.DEADLINE_EXCEEDED and
+                    elapsed >= REQUEST_TIMEOUT_S * 0.9), f"{error.code()} after {elapsed:.1f} s"
+        elapsed = time.time() - started
+        return elapsed <= REQUEST_TIMEOUT_S + 1.0, f"finished after {elapsed:.1f} s"
+
     def malformed(self):
         r = self.request(8)
         choice = random.randrange(4)
@@ -152,8 +168,8 @@ class Load:
         return s.kv_total_blocks > 0, str(s)
 
 
-KINDS = {"normal": 40, "disconnect": 12, "expired_deadline": 12, "malformed": 10,
-         "oversized": 6, "too_long_prompt": 6, "wrong_key": 8, "status": 6}
+KINDS = {"normal": 40, "disconnect": 12, "expired_deadline": 12, "server_timeout": 3,
+         "malformed": 10, "oversized": 6, "too_long_prompt": 6, "wrong_key": 8, "status": 6}
 
 
 def worker(load, deadline, results, lock, seed):
@@ -221,6 +237,9 @@ def scrape_finishes(url):
         for sample in family.samples:
             if sample.name == "gemma_request_success_total":
                 out[sample.labels["finished_reason"]] = sample.value
+            elif sample.name == "gemma_request_failure_total" and \
+                    sample.labels["code"] == "DEADLINE_EXCEEDED":
+                out["timeouts"] = sample.value
             elif sample.name == "gemma_generation_tokens_total":
                 out["generation_tokens"] = sample.value
     return out
@@ -228,16 +247,21 @@ def scrape_finishes(url):
 
 def metrics_problems(summary):
     """Every normal stream ends by length; aborts come only from the
-    disconnects and expired deadlines that reached the engine."""
+    disconnects and expired deadlines that reached the engine; timeouts only
+    from the long streams."""
     m, calls = summary.get("metrics"), summary["calls"]
     if not m:
         return []
     count = lambda kind: calls.get(kind, {}).get("ok", 0)
     problems = []
-    if m.get("length") != count("normal"):
-        problems.append(f"metrics: length finishes {m.get('length')} != normal streams {count('normal')}")
+    # Long streams that beat the server's timeout end by length too.
+    if not count("normal") <= m.get("length", 0) <= count("normal") + count("server_timeout"):
+        problems.append(f"metrics: {m.get('length')} length finishes for "
+                        f"{count('normal')} normal streams")
     if m.get("abort", 0) > count("disconnect") + count("expired_deadline"):
         problems.append(f"metrics: {m.get('abort')} aborts > disconnects + expired deadlines")
+    if m.get("timeouts", 0) > count("server_timeout"):
+        problems.append(f"metrics: {m.get('timeouts')} server timeouts > long streams")
     return problems
 
 
