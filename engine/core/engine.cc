@@ -140,6 +140,7 @@ void EngineImpl::Loop() {
     DrainInbox();
     ApplyCancels(past_deadline);
     scheduler_.Admit();
+    PublishStats();  // admitted requests stop counting against the queue at once
     if (scheduler_.has_running()) {
       RunStep();
     } else {
@@ -233,6 +234,7 @@ void EngineImpl::CommitToken(Sequence& seq, std::span<float> logits) {
     }
   }
   if (reason == FinishReason::kNone) {
+    ev.request_id = seq.request.request_id;
     seq.on_event(std::move(ev));
     return;
   }

@@ -22,6 +22,7 @@ class Collector {
     return [this](GenerationEvent&& ev) {
       std::lock_guard<std::mutex> lock(mu_);
       ids_.insert(ids_.end(), ev.token_ids.begin(), ev.token_ids.end());
+      request_ids_.push_back(ev.request_id);
       text_ += ev.text_delta;
       ++num_events_;
       if (ev.finished) {
@@ -37,6 +38,7 @@ class Collector {
     return final_;
   }
   std::vector<int32_t> ids() { std::lock_guard<std::mutex> l(mu_); return ids_; }
+  std::vector<std::string> request_ids() { std::lock_guard<std::mutex> l(mu_); return request_ids_; }
   std::string text() { std::lock_guard<std::mutex> l(mu_); return text_; }
   int num_events() { std::lock_guard<std::mutex> l(mu_); return num_events_; }
 
@@ -44,6 +46,7 @@ class Collector {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> ids_;
+  std::vector<std::string> request_ids_;
   std::string text_;
   int num_events_ = 0;
   bool done_ = false;
@@ -206,7 +209,7 @@ TEST_F(EngineTest, CancelFreesTheSlotWithinAStep) {
   engine->Cancel("long-one");
   const GenerationEvent last = c.Wait();
   EXPECT_EQ(last.finish_reason, FinishReason::kCancelled);
-  EXPECT_EQ(last.request_id, "long-one");
+  for (const std::string& id : c.request_ids()) EXPECT_EQ(id, "long-one");  // every event names it
   EXPECT_LT(last.usage.completion_tokens, 900);
   EXPECT_EQ(FreeSlotsAfterSettling(*engine, 2), 2);
   EXPECT_EQ(engine->Stats().running, 0);
