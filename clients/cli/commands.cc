@@ -40,7 +40,7 @@ int Fail(const grpc::Status& status) {
 }
 
 void PrintFinish(const v1::Finish& finish) {
-  std::cerr << "[finish: " << v1::FinishReason_Name(finish.reason());
+  std::cerr << "\n[finish: " << v1::FinishReason_Name(finish.reason());
   if (finish.has_stop_string()) std::cerr << " '" << finish.stop_string() << "'";
   if (finish.has_stop_token_id()) std::cerr << " (token " << finish.stop_token_id() << ")";
   std::cerr << ", prompt " << finish.usage().prompt_tokens() << " tokens, completion "
