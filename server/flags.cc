@@ -1,23 +1,13 @@
 #include "server/flags.h"
 
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
-#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "engine/factory/model_path.h"
 #include "server/ops/ops_flags.h"
 
 namespace gemma::server {
 namespace {
-
-constexpr char kDemoModel[] = "gemma4-fortunes";
-
-std::filesystem::path ExecutableDir() {
-  std::error_code error;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? std::filesystem::path() : exe.parent_path();
-}
 
 void AddFlags(CLI::App& app, ServeFlags& f) {
   ServerOptions& s = f.server;
@@ -67,22 +57,7 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
 
 }  // namespace
 
-std::string DefaultModelDir() {
-  if (const char* env = std::getenv("GEMMA_MODEL_DIR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  const std::filesystem::path exe_dir = ExecutableDir();
-  if (exe_dir.empty()) return "";
-  const std::vector<std::filesystem::path> candidates = {
-      exe_dir / ".." / ".." / "models" / kDemoModel,
-      exe_dir / ".." / "share" / "gemma-serve" / "models" / kDemoModel,
-  };
-  for (const std::filesystem::path& dir : candidates) {
-    std::error_code error;
-    if (std::filesystem::is_directory(dir, error)) return dir.lexically_normal().string();
-  }
-  return "";
-}
+std::string DefaultModelDir() { return gemma::DefaultModelDir(); }
 
 ParsedFlags ParseServeFlags(int argc, char** argv) {
   CLI::App app{"gemma-serve: gRPC inference server for Gemma 4"};

@@ -18,7 +18,7 @@ std::string DefaultModelDir() {
   for (const fs::path& p : candidates) {
     if (!ec && fs::exists(p / "config.json", ec)) return fs::weakly_canonical(p, ec).string();
   }
-  return (fs::path(GEMMA_SOURCE_DIR) / "models/gemma4-fortunes").string();
+  return "";
 }
 
 }  // namespace gemma

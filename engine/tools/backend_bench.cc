@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   gemma::BackendOptions bo;
   bo.backend = backend_name;
   bo.model_dir = model.empty() ? gemma::DefaultModelDir() : model;
+  if (bo.model_dir.empty()) {
+    std::fprintf(stderr, "gemma-backend-bench: no --model given and the demo model was not found\n");
+    return 2;
+  }
   bo.max_slots = max_batch;
   bo.max_context = prompt_len + decode_steps + 1;
   bo.num_threads = threads;

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   gemma::BackendOptions bo;
   bo.backend = f.backend;
   bo.model_dir = f.model.empty() ? gemma::DefaultModelDir() : f.model;
+  if (bo.model_dir.empty()) return Fail("no --model given and the demo model was not found (set GEMMA_MODEL_DIR)", 2);
   bo.max_slots = 1;
   bo.max_context = f.max_context;
   auto tokenizer = gemma::Tokenizer::Load(bo.model_dir + "/tokenizer.model");
