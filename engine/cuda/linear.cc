@@ -60,7 +60,10 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const __nv_bfloat16
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
   float best_ms = 1e30f;
   int best = -1;
+  // CUDA-core tilings and, for batch >= 2, the tensor-core ones: the fastest
+  // wins, so adding candidates never makes a tuned shape slower.
   for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
+    if (!kernels::GemvVariantSupportsBatch(v, batch)) continue;
     kernels::GemvParams p;
     p.w = w;
     p.x = x;

@@ -34,7 +34,8 @@ class LinearRunner {
   static absl::StatusOr<std::unique_ptr<LinearRunner>> Create(bool autotune, int tune_m);
   absl::Status Run(const LinearArgs& a, cudaStream_t stream);
 
-  // Times every GEMV variant for (n, k, batch) and remembers the fastest.
+  // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
+  // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
   absl::Status Autotune(int n, int k, int batch, const __nv_bfloat16* w, const __nv_bfloat16* x,

@@ -1,5 +1,7 @@
 #include "kernels/gemv/gemv.h"
 
+#include "kernels/gemv/gemv_mma.h"
+
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
@@ -175,9 +177,21 @@ void LaunchVariant(const GemvParams& p, int variant, cudaStream_t stream) {
 
 }  // namespace
 
-int NumGemvVariants() { return kNumVariants; }
+int NumGemvVariants() { return kNumVariants + internal::NumGemvMmaTilings(); }
+
+int NumGemvSimtVariants() { return kNumVariants; }
+
+bool GemvVariantUsesTensorCores(int variant) {
+  return variant >= kNumVariants && variant < NumGemvVariants();
+}
+
+bool GemvVariantSupportsBatch(int variant, int batch) {
+  if (batch < 1 || batch > kGemvMaxBatch || variant < -1 || variant >= NumGemvVariants()) return false;
+  return !GemvVariantUsesTensorCores(variant) || batch >= 2;
+}
 
 const char* GemvVariantName(int variant) {
+  if (GemvVariantUsesTensorCores(variant)) return internal::GemvMmaTilingName(variant - kNumVariants);
   return variant >= 0 && variant < kNumVariants ? kVariants[variant].name : "default";
 }
 
@@ -187,9 +201,18 @@ std::string LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (p.n <= 0 || p.k <= 0 || p.k % 8 != 0) return "gemv: k must be a positive multiple of 8";
   if (p.batch < 1 || p.batch > kGemvMaxBatch) return "gemv: batch must be 1..8";
   if (p.softcap > 0.0f && !p.out_f32) return "gemv: softcap needs fp32 output";
-  if (p.variant < -1 || p.variant >= kNumVariants) return "gemv: unknown variant";
-  // Small batches have spare registers for more loads in flight.
-  const int variant = p.variant >= 0 ? p.variant : (p.batch <= 2 ? 2 : 1);
+  if (p.variant < -1 || p.variant >= NumGemvVariants()) return "gemv: unknown variant";
+  if (GemvVariantUsesTensorCores(p.variant)) {
+    if (p.batch < 2) return "gemv: tensor-core tilings need batch 2..8";
+    internal::LaunchGemvMma(p, p.variant - kNumVariants, stream);
+    return LaunchError("gemv_mma");
+  }
+  // Untuned batch >= 2: the tensor cores (CUDA cores turn ALU-bound with batch).
+  if (p.variant == -1 && p.batch >= 2) {
+    internal::LaunchGemvMma(p, internal::kGemvMmaDefaultTiling, stream);
+    return LaunchError("gemv_mma");
+  }
+  const int variant = p.variant >= 0 ? p.variant : 2;
   switch (p.batch) {
     case 1: LaunchVariant<1>(p, variant, stream); break;
     case 2: LaunchVariant<2>(p, variant, stream); break;

@@ -29,7 +29,14 @@ struct GemvParams {
   int variant = -1;                  // tiling, 0..NumGemvVariants()-1; -1 picks a default
 };
 
+// Variants [0, NumGemvSimtVariants()) run on CUDA cores (any batch); the rest
+// are tensor-core tilings (mma.sync m16n8k16, batch padded to 8) that accept
+// batch 2..kGemvMaxBatch only. The default (-1) is a CUDA-core tiling at batch
+// 1 and a tensor-core one above.
 int NumGemvVariants();
+int NumGemvSimtVariants();
+bool GemvVariantUsesTensorCores(int variant);
+bool GemvVariantSupportsBatch(int variant, int batch);
 const char* GemvVariantName(int variant);
 std::string LaunchGemv(const GemvParams& p, cudaStream_t stream);
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <vector>
 #include <tuple>
 
 #include "kernels/gemv/gemv.h"
@@ -66,14 +68,15 @@ void CheckGemv(const Shape& s, int batch, int variant, bool f32_out, float softc
     for (int r = std::max(0, s.n - 5); r < s.n; ++r) rows.push_back(r);
   }
   std::vector<double> ref, out;
-  for (int b = 0; b < batch; ++b) {
-    for (int r : rows) {
+  std::vector<double> wrow(s.k);
+  for (int r : rows) {
+    for (int c = 0; c < s.k; ++c) {
+      wrow[c] = gpu_test::ToF(gpu_test::ToB(
+          kernels::RandomFillValue(seed, static_cast<int64_t>(r) * s.k + c, 0.0f, 0.02f)));
+    }
+    for (int b = 0; b < batch; ++b) {
       double acc = 0;
-      for (int c = 0; c < s.k; ++c) {
-        const float wv = gpu_test::ToF(gpu_test::ToB(
-            kernels::RandomFillValue(seed, static_cast<int64_t>(r) * s.k + c, 0.0f, 0.02f)));
-        acc += static_cast<double>(wv) * gpu_test::ToF(xb[static_cast<size_t>(b) * s.k + c]);
-      }
+      for (int c = 0; c < s.k; ++c) acc += wrow[c] * gpu_test::ToF(xb[static_cast<size_t>(b) * s.k + c]);
       if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
       ref.push_back(acc);
       out.push_back(got[static_cast<size_t>(b) * s.n + r]);
@@ -86,8 +89,36 @@ void CheckGemv(const Shape& s, int batch, int variant, bool f32_out, float softc
 TEST(GemvTest, RealShapesEveryVariantBatchOne) {
   GEMMA_REQUIRE_GPU();
   for (const Shape& s : kShapes) {
-    for (int v = 0; v < kernels::NumGemvVariants(); ++v) CheckGemv(s, 1, v, false, 0.0f);
+    for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
+      if (kernels::GemvVariantSupportsBatch(v, 1)) CheckGemv(s, 1, v, false, 0.0f);
+    }
   }
+}
+
+// Tensor-core tilings (batch 2..8 only): every shape, every batch with a
+// rotating tiling, every tiling at batches 2, 3 and 8; odd shapes cover rows
+// past n, k not a multiple of the 32-k warp step and uneven K splits.
+TEST(GemvTest, TensorCoreTilingsBatchesTwoToEight) {
+  GEMMA_REQUIRE_GPU();
+  std::vector<int> mma;
+  for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
+    if (kernels::GemvVariantUsesTensorCores(v)) mma.push_back(v);
+  }
+  ASSERT_FALSE(mma.empty());
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.push_back({4099, 1032});
+  shapes.push_back({17, 24});
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (int b = 2; b <= kernels::kGemvMaxBatch; ++b) {
+      CheckGemv(shapes[i], b, mma[(i + b) % mma.size()], false, 0.0f);
+    }
+    for (int v : mma) {
+      for (int b : {2, 3, 8}) CheckGemv(shapes[i], b, v, false, 0.0f);
+    }
+  }
+  // lm_head: fp32 logits with the final softcap; and plain fp32 output.
+  for (int b = 2; b <= kernels::kGemvMaxBatch; ++b) CheckGemv(kShapes[6], b, mma[b % mma.size()], true, 30.0f);
+  for (int v : mma) CheckGemv(kShapes[7], 5, v, true, 0.0f);
 }
 
 TEST(GemvTest, BatchesAndDefaultVariant) {
@@ -121,6 +152,14 @@ TEST(GemvTest, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemv(p, nullptr), "");
   p.k = 16;
   p.batch = 9;
+  EXPECT_NE(kernels::LaunchGemv(p, nullptr), "");
+  p.batch = 1;  // tensor-core tilings start at batch 2
+  p.variant = kernels::NumGemvSimtVariants();
+  ASSERT_TRUE(kernels::GemvVariantUsesTensorCores(p.variant));
+  EXPECT_FALSE(kernels::GemvVariantSupportsBatch(p.variant, 1));
+  EXPECT_NE(kernels::LaunchGemv(p, nullptr), "");
+  p.variant = kernels::NumGemvVariants();
+  p.batch = 2;
   EXPECT_NE(kernels::LaunchGemv(p, nullptr), "");
 }
 

@@ -3,7 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "kernels/gemv/gemv.h"
@@ -25,11 +27,39 @@ double TimeVariant(const kernels::GemvParams& p, cudaEvent_t a, cudaEvent_t b) {
   return 1e3 * ms / kReps;
 }
 
+struct Best {
+  std::string variant = "-";
+  double us = 0;
+};
+
+// Fastest variant for `batch` among the CUDA-core (tensor_cores false) or the
+// tensor-core tilings.
+Best BestOf(kernels::GemvParams p, int batch, bool tensor_cores, cudaEvent_t a, cudaEvent_t b) {
+  Best best;
+  double best_us = 1e30;
+  for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
+    if (kernels::GemvVariantUsesTensorCores(v) != tensor_cores || !kernels::GemvVariantSupportsBatch(v, batch))
+      continue;
+    p.batch = batch;
+    p.variant = v;
+    const double us = TimeVariant(p, a, b);
+    if (us < best_us) {
+      best_us = us;
+      best.variant = kernels::GemvVariantName(v);
+    }
+  }
+  if (best_us < 1e30) best.us = best_us;
+  return best;
+}
+
+// Batch 1 goes into the returned row; batches 2, 4 and 8 (CUDA-core vs
+// tensor-core tilings, weight bytes / time) are printed as `gemv-batch` lines.
 GemvBenchRow BenchShape(int n, int k, cudaEvent_t a, cudaEvent_t b) {
   GemvBenchRow row{n, k, "", 0, 0};
+  constexpr int kMaxB = kernels::kGemvMaxBatch;
   __nv_bfloat16 *w = nullptr, *x = nullptr, *out = nullptr;
-  if (cudaMalloc(&w, size_t(n) * k * 2) != cudaSuccess || cudaMalloc(&x, size_t(k) * 2) != cudaSuccess ||
-      cudaMalloc(&out, size_t(n) * 2) != cudaSuccess) {
+  if (cudaMalloc(&w, size_t(n) * k * 2) != cudaSuccess || cudaMalloc(&x, size_t(kMaxB) * k * 2) != cudaSuccess ||
+      cudaMalloc(&out, size_t(kMaxB) * n * 2) != cudaSuccess) {
     row.variant = "oom";
     cudaFree(w);
     cudaFree(x);
@@ -40,27 +70,28 @@ GemvBenchRow BenchShape(int n, int k, cudaEvent_t a, cudaEvent_t b) {
   rp.count = int64_t(n) * k;
   kernels::LaunchRandomFill(rp, nullptr);
   rp.out_bf16 = x;
-  rp.count = k;
+  rp.count = int64_t(kMaxB) * k;
   rp.stddev = 1.0f;
   kernels::LaunchRandomFill(rp, nullptr);
-  double best = 1e30;
-  for (int v = 0; v < kernels::NumGemvVariants(); ++v) {
-    kernels::GemvParams p;
-    p.w = w;
-    p.x = x;
-    p.out_bf16 = out;
-    p.n = n;
-    p.k = k;
-    p.batch = 1;
-    p.variant = v;
-    const double us = TimeVariant(p, a, b);
-    if (us < best) {
-      best = us;
-      row.variant = kernels::GemvVariantName(v);
-    }
+  kernels::GemvParams p;
+  p.w = w;
+  p.x = x;
+  p.out_bf16 = out;
+  p.n = n;
+  p.k = k;
+  const double bytes = double(n) * k * 2;
+  const Best one = BestOf(p, 1, false, a, b);
+  row.variant = one.variant;
+  row.us = one.us;
+  row.tb_s = bytes / (one.us * 1e-6) / 1e12;
+  for (int batch : {2, 4, 8}) {
+    const Best simt = BestOf(p, batch, false, a, b);
+    const Best mma = BestOf(p, batch, true, a, b);
+    std::printf("gemv-batch %6d x %5d  b=%d  cuda-cores %-6s %8.1f us %5.2f TB/s  tensor-cores %-6s %8.1f us %5.2f TB/s\n",
+                n, k, batch, simt.variant.c_str(), simt.us, bytes / (simt.us * 1e-6) / 1e12, mma.variant.c_str(),
+                mma.us, bytes / (mma.us * 1e-6) / 1e12);
   }
-  row.us = best;
-  row.tb_s = double(n) * k * 2 / (best * 1e-6) / 1e12;
+  std::fflush(stdout);
   cudaFree(w);
   cudaFree(x);
   cudaFree(out);
