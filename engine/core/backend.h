@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -64,6 +65,22 @@ class Backend {
   // Runs the forward for every chunk together.
   // REQUIRES: distinct slots; start_position == the sequence's cached length.
   virtual absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) = 0;
+  // Greedy fast path: (*next_ids)[i] is the argmax (lowest id on ties) of
+  // chunk i's last position. A device backend computes it where the logits
+  // are, so no logits cross to the host. The default runs Forward and
+  // reduces on the host.
+  virtual absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) {
+    StepOutput out;
+    if (absl::Status s = Forward(chunks, &out); !s.ok()) return s;
+    const size_t vocab = static_cast<size_t>(config().vocab_size);
+    next_ids->clear();
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const size_t row = chunks[i].all_logits ? out.first_row[i] + chunks[i].token_ids.size() - 1 : out.first_row[i];
+      const float* begin = out.logits.data() + row * vocab;
+      next_ids->push_back(static_cast<int32_t>(std::max_element(begin, begin + vocab) - begin));
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace gemma

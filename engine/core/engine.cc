@@ -17,6 +17,12 @@
 namespace gemma {
 namespace {
 
+// Greedy with nothing that needs the logits on the host (penalties, logprobs).
+bool IsPlainGreedy(const SamplingParams& p) {
+  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.num_logprobs < 0;
+}
+
 double MillisBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -51,7 +57,7 @@ class EngineImpl final : public Engine {
   void DrainInbox();
   void ApplyCancels(bool cancel_everything);
   void RunStep();
-  void CommitToken(Sequence& seq, std::span<float> logits);
+  void CommitToken(Sequence& seq, SampleResult sample);
   void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
   void PublishStats();
 
@@ -179,8 +185,18 @@ void EngineImpl::RunStep() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
+  // When every sequence that samples this step is plainly greedy, the backend
+  // picks the tokens where the logits are (on the GPU: only ids come back).
+  bool greedy_only = true;
+  for (size_t i = 0; i < plan.owners.size() && greedy_only; ++i) {
+    const Sequence& seq = *plan.owners[i];
+    const bool samples = seq.num_computed + plan.chunks[i].token_ids.size() == seq.tokens.size();
+    if (samples && !IsPlainGreedy(seq.request.sampling)) greedy_only = false;
+  }
   StepOutput out;
-  absl::Status status = backend_->Forward(plan.chunks, &out);
+  std::vector<int32_t> greedy_ids;
+  absl::Status status = greedy_only ? backend_->ForwardGreedy(plan.chunks, &greedy_ids)
+                                    : backend_->Forward(plan.chunks, &out);
   ++steps_;
   if (options_.on_step) options_.on_step(last_batch_size_);
   if (!status.ok()) {
@@ -199,12 +215,18 @@ void EngineImpl::RunStep() {
     if (n > 1 || seq.num_output() == 0) prompt_tokens_ += n;
     scheduler_.Computed(seq, n);
     if (seq.remaining() > 0) continue;  // more to prefill: these logits are not needed
-    CommitToken(seq, std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
+    SampleResult sample;
+    if (greedy_only) {
+      sample.token_id = greedy_ids[i];
+      seq.sampler.Accept(sample.token_id);
+    } else {
+      sample = seq.sampler.Sample(std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
+    }
+    CommitToken(seq, std::move(sample));
   }
 }
 
-void EngineImpl::CommitToken(Sequence& seq, std::span<float> logits) {
-  SampleResult sample = seq.sampler.Sample(logits);
+void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
   const int32_t id = sample.token_id;
   seq.tokens.push_back(id);
   ++generated_tokens_;

@@ -47,7 +47,7 @@ class CudaBackend : public Backend {
   // Greedy fast path: the argmax token of each chunk's last position
   // ((*next_ids)[i] for chunk i), computed on the device; no logits cross to
   // the host. all_logits is ignored.
-  absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids);
+  absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) override;
 
   int64_t weight_bytes() const;
   int64_t kv_cache_bytes() const;
