@@ -8,6 +8,7 @@
 
 #include "gemma/v1/gemma.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "absl/status/status.h"
 
 namespace gemma::cli {
 namespace {
@@ -23,14 +24,10 @@ void SetDeadline(const CommonOptions& common, grpc::ClientContext* context) {
   AddCallCredentials(common.security, context);
 }
 
-const char* CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  const int index = static_cast<int>(code);
-  return index >= 0 && index < 17 ? kNames[index] : "UNKNOWN";
+std::string CodeName(grpc::StatusCode code) {
+  // grpc::StatusCode and absl::StatusCode share their numbering.
+  const std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "UNKNOWN" : name;
 }
 
 int Fail(const grpc::Status& status) {

@@ -2,6 +2,7 @@
 
 #include <iterator>
 #include <utility>
+#include "absl/status/status.h"
 
 namespace gemma::loadgen {
 namespace {
@@ -30,14 +31,9 @@ v1::GenerateRequest MakeGenerateRequest(const RequestSpec& spec, const CallSetti
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  const int index = static_cast<int>(code);
-  if (index >= 0 && index < static_cast<int>(std::size(kNames))) return kNames[index];
-  return "CODE_" + std::to_string(index);
+  // grpc::StatusCode and absl::StatusCode share their numbering.
+  const std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "CODE_" + std::to_string(static_cast<int>(code)) : name;
 }
 
 GenerateCall::GenerateCall(v1::GenerateRequest request, DoneCallback done)
