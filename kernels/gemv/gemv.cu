@@ -5,21 +5,12 @@
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/stream_load.cuh"
 
 namespace gemma::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-
-// Weights are read exactly once per step: keep them out of L1 and ask L2 to
-// fetch whole 256-byte sectors ahead.
-__device__ __forceinline__ uint4 LoadStream(const uint4* ptr) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr));
-  return v;
-}
 
 __device__ __forceinline__ float Dot8(const uint4& w, const uint4& x) {
   const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);

@@ -4,19 +4,10 @@
 
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/stream_load.cuh"
 
 namespace gemma::kernels::internal {
 namespace {
-
-// Weights are read exactly once per step: keep them out of L1 and ask L2 to
-// fetch whole 256-byte sectors ahead.
-__device__ __forceinline__ uint4 LoadStream(const uint4* ptr) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr));
-  return v;
-}
 
 // d += a (16x16 bf16, row) * b (16x8 bf16, col), fp32 accumulators.
 __device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
