@@ -1,5 +1,6 @@
 #include "server/flags.h"
 
+#include <cstdlib>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -36,6 +37,32 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
   app.add_option("--max-tokens-per-step", s.max_tokens_per_step,
                  "token budget of one engine step (decodes + prefill chunks)")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--kv-block-size", s.kv_block_size,
+                 "tokens per KV cache block (a power of two; cuda: 0 = one fixed cache per sequence)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const long n = std::strtol(v.c_str(), nullptr, 10);
+            if (n < 0 || n > 1024 || (n & (n - 1)) != 0) return "must be 0 or a power of two up to 1024, got " + v;
+            return "";
+          },
+          "0|POW2"))
+      ->capture_default_str();
+  app.add_option("--num-kv-blocks", s.num_kv_blocks,
+                 "KV blocks in the pool (cuda: the global-layer pool); 0 = sized from memory")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--gpu-memory-utilization", s.gpu_memory_utilization,
+                 "cuda: share of the GPU's memory that weights, activations and the KV cache may fill "
+                 "(the KV pool gets what is left)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(x > 0.0 && x <= 1.0)) return "must be in (0, 1], got " + v;
+            return "";
+          },
+          "(0,1]"))
       ->capture_default_str();
   app.add_flag("--random-weights", s.random_weights,
                "cuda: build the model of --model's config.json with deterministic random weights "

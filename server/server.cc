@@ -85,6 +85,9 @@ absl::Status GemmaServer::Load() {
   backend_options.max_context = options_.max_context;
   backend_options.num_threads = options_.num_threads;
   backend_options.random_weights = options_.random_weights;
+  backend_options.kv_block_size = options_.kv_block_size;
+  backend_options.num_kv_blocks = options_.num_kv_blocks;
+  backend_options.gpu_memory_utilization = options_.gpu_memory_utilization;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
   if (!backend.ok()) return backend.status();
 
@@ -127,6 +130,12 @@ v1::ModelInfo GemmaServer::DescribeModel() const {
   info.set_hidden_size(config.hidden_size);
   info.set_sliding_window(config.sliding_window);
   info.set_max_queue(options_.max_queue);
+  const KvCacheSpec kv = backend.kv_cache_spec();
+  info.set_kv_block_size(kv.block_size);
+  info.set_kv_num_blocks(kv.block_size > 0 ? kv.num_global_blocks : backend.max_slots());
+  info.set_kv_token_capacity(kv.block_size > 0 ? int64_t{kv.num_global_blocks} * kv.block_size
+                                               : int64_t{backend.max_slots()} * backend.max_context());
+  info.set_kv_cache_bytes(backend.kv_cache_bytes());
   return info;
 }
 

@@ -31,6 +31,9 @@ struct ServerOptions {
   int num_threads = 0;                // cpu backend: 0 = all cores
   int max_tokens_per_step = 512;      // chunked-prefill token budget per engine step
   bool random_weights = false;        // cuda: model_dir holds only config.json
+  int kv_block_size = 16;             // tokens per KV block (cuda: 0 = per-slot caches)
+  int num_kv_blocks = 0;              // 0: sized from memory (cuda: gpu_memory_utilization)
+  double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory weights + KV may fill
   std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "engine/model/config.h"
+#include "engine/sampling/row_sampler.h"
 
 namespace gemma {
 
@@ -57,6 +58,8 @@ class Backend {
   virtual int max_slots() const = 0;
   virtual int max_context() const = 0;      // tokens one sequence can hold
   virtual KvCacheSpec kv_cache_spec() const { return {}; }
+  // Device or host bytes the KV cache occupies (reported by GetModelInfo).
+  virtual int64_t kv_cache_bytes() const { return 0; }
   // Device memory in use, for metrics; nullopt for a backend without a
   // device. Unlike the rest of the interface, callable from any thread.
   virtual std::optional<size_t> device_memory_used_bytes() const { return std::nullopt; }
@@ -69,17 +72,37 @@ class Backend {
   // chunk i's last position. A device backend computes it where the logits
   // are, so no logits cross to the host. The default runs Forward and
   // reduces on the host.
+  // Sampling where the logits are: (*next_ids)[i] is drawn from chunk i's
+  // last position with rows[i] (row_sampler.h's rule). The engine uses it
+  // when can_sample_on_device(); the default runs Forward and draws on the
+  // host by the same rule.
+  virtual bool can_sample_on_device() const { return false; }
+  virtual absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                     std::vector<int32_t>* next_ids) {
+    if (rows.size() != chunks.size()) return absl::InvalidArgumentError("ForwardSample: one row per chunk");
+    StepOutput out;
+    if (absl::Status s = Forward(chunks, &out); !s.ok()) return s;
+    next_ids->clear();
+    for (size_t i = 0; i < chunks.size(); ++i) next_ids->push_back(SampleRow(LastLogits(chunks, out, i), rows[i]));
+    return absl::OkStatus();
+  }
   virtual absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) {
     StepOutput out;
     if (absl::Status s = Forward(chunks, &out); !s.ok()) return s;
-    const size_t vocab = static_cast<size_t>(config().vocab_size);
     next_ids->clear();
     for (size_t i = 0; i < chunks.size(); ++i) {
-      const size_t row = chunks[i].all_logits ? out.first_row[i] + chunks[i].token_ids.size() - 1 : out.first_row[i];
-      const float* begin = out.logits.data() + row * vocab;
-      next_ids->push_back(static_cast<int32_t>(std::max_element(begin, begin + vocab) - begin));
+      const std::span<const float> row = LastLogits(chunks, out, i);
+      next_ids->push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
     }
     return absl::OkStatus();
+  }
+
+ protected:
+  // The logits row of chunk i's last position.
+  std::span<const float> LastLogits(std::span<const SequenceChunk> chunks, const StepOutput& out, size_t i) const {
+    const size_t vocab = static_cast<size_t>(config().vocab_size);
+    const size_t row = chunks[i].all_logits ? out.first_row[i] + chunks[i].token_ids.size() - 1 : out.first_row[i];
+    return std::span<const float>(out.logits).subspan(row * vocab, vocab);
   }
 };
 

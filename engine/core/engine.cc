@@ -23,6 +23,13 @@ bool IsPlainGreedy(const SamplingParams& p) {
          p.frequency_penalty == 0.0f && p.num_logprobs < 0;
 }
 
+// Sampling the device can do: no penalties (they need the token history) and
+// no logprobs (they need the logits on the host).
+bool DeviceSamplable(const SamplingParams& p) {
+  return p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+         p.num_logprobs < 0;
+}
+
 double MillisBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -185,17 +192,25 @@ void EngineImpl::RunStep() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
-  // When every sequence that samples this step is plainly greedy, the backend
-  // picks the tokens where the logits are (on the GPU: only ids come back).
-  bool greedy_only = true;
-  for (size_t i = 0; i < plan.owners.size() && greedy_only; ++i) {
+  // Where the tokens are picked: plainly greedy steps take argmax ids from the
+  // backend, steps whose samplers the device can run draw there (on the GPU
+  // only ids come back either way); anything else samples on the host.
+  bool greedy_only = true, on_device = backend_->can_sample_on_device();
+  std::vector<RowSampling> rows(plan.owners.size());
+  for (size_t i = 0; i < plan.owners.size(); ++i) {
     const Sequence& seq = *plan.owners[i];
     const bool samples = seq.num_computed + plan.chunks[i].token_ids.size() == seq.tokens.size();
-    if (samples && !IsPlainGreedy(seq.request.sampling)) greedy_only = false;
+    if (!samples) continue;
+    const SamplingParams& sp = seq.request.sampling;
+    greedy_only = greedy_only && IsPlainGreedy(sp);
+    on_device = on_device && DeviceSamplable(sp);
+    rows[i] = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, seq.sample_seed, static_cast<uint64_t>(seq.num_output())};
   }
+  const bool host_sampling = !greedy_only && !on_device;
   StepOutput out;
-  std::vector<int32_t> greedy_ids;
-  absl::Status status = greedy_only ? backend_->ForwardGreedy(plan.chunks, &greedy_ids)
+  std::vector<int32_t> picked_ids;
+  absl::Status status = greedy_only  ? backend_->ForwardGreedy(plan.chunks, &picked_ids)
+                        : on_device ? backend_->ForwardSample(plan.chunks, rows, &picked_ids)
                                     : backend_->Forward(plan.chunks, &out);
   ++steps_;
   if (options_.on_step) options_.on_step(last_batch_size_);
@@ -216,11 +231,19 @@ void EngineImpl::RunStep() {
     scheduler_.Computed(seq, n);
     if (seq.remaining() > 0) continue;  // more to prefill: these logits are not needed
     SampleResult sample;
-    if (greedy_only) {
-      sample.token_id = greedy_ids[i];
+    const std::span<float> logits =
+        host_sampling ? std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab)
+                      : std::span<float>();
+    if (!host_sampling) {
+      sample.token_id = picked_ids[i];
+      seq.sampler.Accept(sample.token_id);
+    } else if (backend_->can_sample_on_device() && DeviceSamplable(seq.request.sampling)) {
+      // Sampled on the host only because a neighbour needed the logits: the
+      // device's rule, so this sequence's draws don't depend on its batch.
+      sample.token_id = SampleRow(logits, rows[i]);
       seq.sampler.Accept(sample.token_id);
     } else {
-      sample = seq.sampler.Sample(std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab));
+      sample = seq.sampler.Sample(logits);
     }
     CommitToken(seq, std::move(sample));
   }

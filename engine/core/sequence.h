@@ -21,6 +21,7 @@ struct Sequence {
       : request(std::move(req)),
         on_event(std::move(cb)),
         sampler(request.sampling, request.prompt_ids, fallback_seed),
+        sample_seed(request.sampling.seed.value_or(fallback_seed)),
         detokenizer(tokenizer),
         stops(request.stopping.stop_strings),
         tokens(request.prompt_ids) {}
@@ -28,6 +29,7 @@ struct Sequence {
   GenerationRequest request;
   EventCallback on_event;
   SequenceSampler sampler;
+  uint64_t sample_seed;             // the seed of device-side draws (see RowSampling)
   IncrementalDetokenizer detokenizer;
   StopChecker stops;
 

@@ -49,6 +49,11 @@ class CpuBackend final : public Backend {
   int max_slots() const override { return max_slots_; }
   int max_context() const override { return max_context_; }
   KvCacheSpec kv_cache_spec() const override { return {block_size_, num_blocks_, num_blocks_}; }
+  int64_t kv_cache_bytes() const override {
+    int64_t floats = 0;
+    for (const LayerPool& p : pools_) floats += static_cast<int64_t>(p.k.size() + p.v.size());
+    return floats * static_cast<int64_t>(sizeof(float));
+  }
   void ResetSlot(int) override {}  // paged: the block manager owns the KV
   absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
 

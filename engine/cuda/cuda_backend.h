@@ -1,8 +1,11 @@
 // The CUDA backend: Gemma 4 on one NVIDIA GPU in bf16. Weights are uploaded
-// once (or generated at the real shape for benchmarks); each slot owns a KV
-// cache (global layers: max_context positions, sliding layers: a ring); long
-// chunks run as passes of at most max_chunk_tokens; decode steps replay one
-// CUDA graph per batch size.
+// once (or generated at the real shape for benchmarks). The KV cache is
+// paged (kv_block_size > 0: block pools sized from free memory, the engine's
+// block tables say where each position lives) or per slot (kv_block_size 0:
+// global layers hold max_context positions, sliding layers a ring); long
+// chunks run as passes of at most max_chunk_tokens; decode steps replay a
+// CUDA graph per batch size (paged: per bucket 1, 2, 4, ..., captured at
+// start-up).
 //
 // Thread-safety: like every Backend, called only from the engine's thread.
 #pragma once
@@ -41,6 +44,7 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   int max_slots() const override;
   int max_context() const override;
+  KvCacheSpec kv_cache_spec() const override;
   void ResetSlot(int slot) override;
   absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
 
@@ -48,9 +52,13 @@ class CudaBackend : public Backend {
   // ((*next_ids)[i] for chunk i), computed on the device; no logits cross to
   // the host. all_logits is ignored.
   absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) override;
+  // Device sampling (kernels/sampling/sample.h): only ids cross to the host.
+  bool can_sample_on_device() const override { return true; }
+  absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                             std::vector<int32_t>* next_ids) override;
 
   int64_t weight_bytes() const;
-  int64_t kv_cache_bytes() const;
+  int64_t kv_cache_bytes() const override;
   // cudaMemGetInfo of device 0 (the one the backend runs on).
   std::optional<size_t> device_memory_used_bytes() const override;
 

@@ -4,12 +4,32 @@
 
 namespace gemma::cuda {
 
+absl::Status KvCache::Allocate(const ModelConfig& config, const std::vector<size_t>& rows) {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (size_t l = 0; l < config.layers.size(); ++l) {
+    offsets.push_back(total);
+    total += 2 * rows[l] * config.layers[l].num_kv_heads * config.layers[l].head_dim;
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(buffer_.Allocate(total * sizeof(__nv_bfloat16)));
+  // Unwritten positions are never read (kernels are length-aware), but a
+  // defined start keeps any bug reproducible.
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(buffer_.get(), 0, buffer_.bytes()));
+  __nv_bfloat16* base = buffer_.get<__nv_bfloat16>();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerSpec& s = config.layers[l];
+    const size_t half = rows[l] * s.num_kv_heads * s.head_dim;
+    layers_[l].k = base + offsets[l];
+    layers_[l].v = base + offsets[l] + half;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots, int max_context,
                                         int max_chunk_tokens) {
   KvCache cache;
   cache.num_slots_ = num_slots;
-  std::vector<size_t> offsets;
-  size_t total = 0;
+  std::vector<size_t> rows;
   for (const LayerSpec& s : config.layers) {
     LayerKv kv;
     if (s.is_global()) {
@@ -21,21 +41,40 @@ absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots
       kv.ring = true;
     }
     cache.layers_.push_back(kv);
-    offsets.push_back(total);
-    total += 2 * static_cast<size_t>(num_slots) * kv.capacity * s.num_kv_heads * s.head_dim;
+    rows.push_back(static_cast<size_t>(num_slots) * kv.capacity);
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(cache.buffer_.Allocate(total * sizeof(__nv_bfloat16)));
-  // Unwritten positions are never read (kernels are length-aware), but a
-  // defined start keeps any bug reproducible.
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(cache.buffer_.get(), 0, cache.buffer_.bytes()));
-  __nv_bfloat16* base = cache.buffer_.get<__nv_bfloat16>();
-  for (size_t l = 0; l < cache.layers_.size(); ++l) {
-    const LayerSpec& s = config.layers[l];
-    const size_t half = static_cast<size_t>(num_slots) * cache.layers_[l].capacity * s.num_kv_heads * s.head_dim;
-    cache.layers_[l].k = base + offsets[l];
-    cache.layers_[l].v = base + offsets[l] + half;
-  }
+  GEMMA_STATUS_RETURN_IF_ERROR(cache.Allocate(config, rows));
   return cache;
+}
+
+absl::StatusOr<KvCache> KvCache::CreatePaged(const ModelConfig& config, int block_size,
+                                             int num_global_blocks, int num_sliding_blocks) {
+  if (block_size <= 0 || (block_size & (block_size - 1)) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("kv_block_size must be a power of two, got ", block_size));
+  KvCache cache;
+  cache.num_slots_ = 1;
+  cache.block_size_ = block_size;
+  cache.num_global_blocks_ = num_global_blocks;
+  cache.num_sliding_blocks_ = num_sliding_blocks;
+  std::vector<size_t> rows;
+  for (const LayerSpec& s : config.layers) {
+    LayerKv kv;
+    kv.num_blocks = s.is_global() ? num_global_blocks : num_sliding_blocks;
+    kv.capacity = kv.num_blocks * block_size;
+    cache.layers_.push_back(kv);
+    rows.push_back(static_cast<size_t>(kv.capacity));
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(cache.Allocate(config, rows));
+  return cache;
+}
+
+size_t KvCache::BlockBytes(const ModelConfig& config, int block_size, bool global) {
+  size_t bytes = 0;
+  for (const LayerSpec& s : config.layers) {
+    if (s.is_global() != global) continue;
+    bytes += 2 * sizeof(__nv_bfloat16) * static_cast<size_t>(block_size) * s.num_kv_heads * s.head_dim;
+  }
+  return bytes;
 }
 
 }  // namespace gemma::cuda

@@ -1,10 +1,15 @@
-// Per-slot KV cache of every layer, in attention.h's layout
-// [num_slots, capacity, num_kv_heads, head_dim] bf16 for K and for V.
+// The KV cache of every layer on the device, in one of attention.h's views:
 //
-// Global layers keep every position (capacity = max_context). Sliding layers
-// keep a ring of window + max_chunk_tokens - 1 positions: enough that a
-// prefill chunk's oldest query still finds its whole window after the chunk
-// is appended, and never sized by the context length.
+// - slots: [num_slots, capacity, num_kv_heads, head_dim] bf16 for K and for
+//   V. Global layers keep every position (capacity = max_context); sliding
+//   layers keep a ring of window + max_chunk_tokens - 1 positions: enough
+//   that a prefill chunk's oldest query still finds its whole window after
+//   the chunk is appended, and never sized by the context length.
+// - paged: two block pools, [num_blocks * block_size, num_kv_heads,
+//   head_dim] per layer for K and for V; global layers draw on the global
+//   pool, sliding layers on the sliding pool (the engine's KvBlockManager
+//   hands out block ids of both and releases sliding blocks that leave the
+//   window).
 // Thread-safety: owned by the backend's thread.
 #pragma once
 
@@ -21,22 +26,37 @@ namespace gemma::cuda {
 struct LayerKv {
   __nv_bfloat16* k = nullptr;
   __nv_bfloat16* v = nullptr;
-  int capacity = 0;  // positions per slot
-  bool ring = false;
+  int capacity = 0;    // slots: positions per slot; paged: rows in the pool
+  bool ring = false;   // slots only
+  int num_blocks = 0;  // paged only
 };
 
 class KvCache {
  public:
   static absl::StatusOr<KvCache> Create(const ModelConfig& config, int num_slots, int max_context,
                                         int max_chunk_tokens);
+  static absl::StatusOr<KvCache> CreatePaged(const ModelConfig& config, int block_size,
+                                             int num_global_blocks, int num_sliding_blocks);
+  // Device bytes of one block of every global (or every sliding) layer.
+  static size_t BlockBytes(const ModelConfig& config, int block_size, bool global);
+
   const LayerKv& layer(int l) const { return layers_[l]; }
   int num_slots() const { return num_slots_; }
+  bool paged() const { return block_size_ > 0; }
+  int block_size() const { return block_size_; }
+  int num_global_blocks() const { return num_global_blocks_; }
+  int num_sliding_blocks() const { return num_sliding_blocks_; }
   size_t bytes() const { return buffer_.bytes(); }
 
  private:
+  // Allocates K and V of `rows[l]` cache rows for every layer l.
+  absl::Status Allocate(const ModelConfig& config, const std::vector<size_t>& rows);
+
   DeviceBuffer buffer_;
   std::vector<LayerKv> layers_;
   int num_slots_ = 0;
+  int block_size_ = 0;
+  int num_global_blocks_ = 0, num_sliding_blocks_ = 0;
 };
 
 }  // namespace gemma::cuda

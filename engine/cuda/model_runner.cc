@@ -12,13 +12,14 @@
 namespace gemma::cuda {
 absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearRunner* linear,
-    int max_tokens, int max_logit_rows, int decode_splits, bool length_aware, float embed_scale) {
+    int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, bool length_aware, float embed_scale,
+    int max_table_entries) {
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->config_ = &config;
   r->weights_ = weights;
   r->cache_ = cache;
   r->linear_ = linear;
-  r->layout_ = MetadataLayout::For(max_tokens, cache->num_slots());
+  r->layout_ = MetadataLayout::For(max_tokens, max_seqs, max_table_entries);
   r->max_logit_rows_ = max_logit_rows;
   r->decode_splits_ = decode_splits;
   r->length_aware_ = length_aware;
@@ -115,6 +116,7 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   rp.num_slots = cache_->num_slots();
   rp.capacity = kv.capacity;
   rp.ring = kv.ring;
+  if (cache_->paged()) rp.kv_rows = meta(s.is_global() ? layout_.kv_row_global : layout_.kv_row_sliding);
   rp.rope_pairs = s.rope_pairs;
   rp.rope_theta = s.rope_theta;
   rp.eps = c.rms_norm_eps;
@@ -139,6 +141,14 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   ap.q_pos0 = meta(layout_.q_pos0);
   ap.max_q_len = shape.max_q_len;
   ap.length_aware = length_aware_;
+  if (cache_->paged()) {
+    ap.block_tables = meta(layout_.tables);
+    ap.table_offsets = meta(s.is_global() ? layout_.global_table_offsets : layout_.sliding_table_offsets);
+    ap.block_size = cache_->block_size();
+    ap.num_blocks = kv.num_blocks;
+    ap.ring = false;
+    ap.length_aware = true;
+  }
   if (shape.max_q_len == 1) {
     return KernelStatus(kernels::LaunchDecodeAttention(
         ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));

@@ -28,15 +28,18 @@ struct PassShape {
 
 class ModelRunner {
  public:
-  // `max_tokens` bounds a pass; `max_logit_rows` one EnqueueLogits call;
+  // `max_tokens` and `max_seqs` bound a pass; `max_logit_rows` one EnqueueLogits call;
   // `decode_splits` > 0 overrides the decode attention split count;
-  // `length_aware` false makes attention sweep the whole capacity (benchmarks).
+  // `length_aware` false makes attention sweep the whole capacity (benchmarks);
+  // `max_table_entries` > 0 sizes the block tables of a pass (a paged cache,
+  // which may be created after the runner).
   static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearRunner* linear,
-                                                             int max_tokens, int max_logit_rows,
+                                                             int max_tokens, int max_seqs,
+                                                             int max_logit_rows,
                                                              int decode_splits, bool length_aware,
-                                                             float embed_scale);
+                                                             float embed_scale, int max_table_entries);
 
   const MetadataLayout& layout() const { return layout_; }
   int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block

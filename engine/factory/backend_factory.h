@@ -17,8 +17,11 @@ struct BackendOptions {
   int max_context = 4096;         // tokens per sequence (capped by the model's max)
   int num_threads = 0;            // cpu: 0 = all cores
   bool use_cuda_graphs = true;    // cuda: replay the captured decode step
-  int kv_block_size = 16;         // paged backends: tokens per KV block
-  int num_kv_blocks = 0;          // paged backends: blocks per pool; 0 = max_slots full contexts
+  int kv_block_size = 16;         // tokens per KV block; cuda: 0 = per-slot caches
+  // Blocks per pool; 0 = cpu: max_slots full contexts, cuda: sized from free
+  // GPU memory (cuda: the global pool; the sliding pool holds every slot's window).
+  int num_kv_blocks = 0;
+  double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory this process may fill
 };
 
 // True when the CUDA backend is compiled in and a device is visible.

@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   bo.max_slots = max_batch;
   bo.max_context = prompt_len + decode_steps + 1;
   bo.num_threads = threads;
+  // The GPU runs its per-slot caches here: this bench drives slots without
+  // a block manager (the CPU backend is always paged; it gets plain tables).
+  if (backend_name == "cuda" || (backend_name == "auto" && gemma::CudaAvailable())) bo.kv_block_size = 0;
   auto backend = gemma::CreateBackend(bo);
   if (!backend.ok()) {
     std::fprintf(stderr, "gemma-backend-bench: %s\n", backend.status().ToString().c_str());

@@ -3,10 +3,16 @@
 // length from device memory, so a captured CUDA graph replays at any depth and
 // the work follows the real context.
 //
-// KV cache view: K and V of one layer are [num_slots, capacity, num_kv_heads,
-// head_dim] bf16. With `ring`, position p lives at index p % capacity (sliding
-// layers; capacity >= window + longest prefill chunk - 1, so a chunk's keys
-// are all present after it is appended). Without, index p (global layers).
+// KV cache views, two kinds:
+// - slots: K and V of one layer are [num_slots, capacity, num_kv_heads,
+//   head_dim] bf16. With `ring`, position p lives at index p % capacity
+//   (sliding layers; capacity >= window + longest prefill chunk - 1, so a
+//   chunk's keys are all present after it is appended). Without, index p.
+// - paged (block_tables set): K and V are [num_blocks * block_size,
+//   num_kv_heads, head_dim]; position p of sequence i lives at row
+//   block_tables[table_offsets[i] + p / block_size] * block_size
+//   + p % block_size. Only positions inside the window are ever read, so a
+//   sliding table's entries for blocks that left it are never looked at.
 //
 // Launchers validate, never allocate or synchronize, and return an error
 // message ("" on success). No engine types.
@@ -42,8 +48,15 @@ struct AttentionParams {
   const int* q_pos0 = nullptr;     // [num_seqs]
   int max_q_len = 0;               // host-side bound on any q_len (sizes the grid)
   // false: ignore the lengths' bounds and sweep the whole capacity with masking
-  // (every K/V row is read). Only for benchmarks that show what awareness buys.
+  // (every K/V row is read). Only for benchmarks that show what awareness buys;
+  // slot caches only.
   bool length_aware = true;
+  // Paged view (device arrays; nullptr: the slot view above, and then
+  // seq_slot/num_slots/capacity/ring describe the cache).
+  const int* block_tables = nullptr;   // block ids of every sequence, back to back
+  const int* table_offsets = nullptr;  // [num_seqs]: sequence i's first entry
+  int block_size = 0;                  // power of two
+  int num_blocks = 0;                  // blocks in the pool
 };
 
 // Prefill / mixed chunks: any q_len >= 1.

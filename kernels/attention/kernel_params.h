@@ -27,6 +27,10 @@ struct KernelParams {
   int num_splits;            // key-range splits per (sequence, row tile)
   float scale_log2;          // scale * log2(e)
   bool ring, length_aware;
+  // Paged cache (attention.h): k/v are [num_blocks * block_size, num_kv_heads, D].
+  const int* block_tables;   // nullptr: slot cache
+  const int* table_offsets;  // [num_seqs]
+  int block_shift;           // log2(block_size)
 };
 
 // One compiled instance of the tile kernel.

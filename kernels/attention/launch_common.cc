@@ -9,8 +9,17 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
   auto fail = [&](const std::string& what) { return who + what; };
   if (p.q == nullptr || p.out == nullptr || p.k_cache == nullptr || p.v_cache == nullptr)
     return fail("q, out, k_cache and v_cache must be set");
-  if (p.seq_slot == nullptr || p.q_offsets == nullptr || p.q_pos0 == nullptr)
-    return fail("seq_slot, q_offsets and q_pos0 must be set");
+  const bool paged = p.block_tables != nullptr;
+  if ((!paged && p.seq_slot == nullptr) || p.q_offsets == nullptr || p.q_pos0 == nullptr)
+    return fail("seq_slot (slot caches), q_offsets and q_pos0 must be set");
+  if (paged) {
+    if (p.table_offsets == nullptr) return fail("a paged cache needs table_offsets");
+    if (p.block_size <= 0 || (p.block_size & (p.block_size - 1)) != 0)
+      return fail("block_size must be a power of two, got " + std::to_string(p.block_size));
+    if (p.num_blocks <= 0) return fail("num_blocks must be positive, got " + std::to_string(p.num_blocks));
+    if (p.ring) return fail("a paged cache is not a ring");
+    if (!p.length_aware) return fail("a paged cache is always read length-aware");
+  }
   if (TableForHeadDim(p.head_dim) == nullptr)
     return fail("unsupported head_dim " + std::to_string(p.head_dim) +
                 " (compiled: 32, 64, 128, 256, 512)");
@@ -21,7 +30,7 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
   const int group = p.num_heads / p.num_kv_heads;
   if (decode && group > 16)
     return fail("GQA group " + std::to_string(group) + " exceeds 16 heads per KV head");
-  if (p.num_slots <= 0 || p.capacity <= 0)
+  if (!paged && (p.num_slots <= 0 || p.capacity <= 0))
     return fail("num_slots and capacity must be positive, got " + std::to_string(p.num_slots) +
                 " and " + std::to_string(p.capacity));
   if (p.window < 0) return fail("window must be >= 0, got " + std::to_string(p.window));
@@ -60,6 +69,14 @@ KernelParams ToKernelParams(const AttentionParams& p) {
   k.scale_log2 = p.scale * 1.4426950408889634f;
   k.ring = p.ring;
   k.length_aware = p.length_aware;
+  k.block_tables = p.block_tables;
+  k.table_offsets = p.table_offsets;
+  k.block_shift = 0;
+  while ((1 << k.block_shift) < p.block_size) ++k.block_shift;
+  if (p.block_tables != nullptr) {
+    k.num_slots = 1;
+    k.capacity = p.num_blocks * p.block_size;
+  }
   return k;
 }
 

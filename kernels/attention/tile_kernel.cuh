@@ -13,7 +13,8 @@
 // partials through shared memory; each then runs the (cheap) softmax itself.
 //
 // Keys are sequence positions; position u of slot s lives at cache index
-// (ring ? u % capacity : u). A block walks key tiles of BN positions over its
+// (ring ? u % capacity : u), or in a paged cache at the row its block table
+// names (attention.h). A block walks key tiles of BN positions over its
 // range [lo, hi), split into `num_splits` parts (decode: split-K). With one
 // split it writes the normalized output; with more it writes fp32 partials
 // (acc, max, sum) for the combine kernel.
@@ -123,7 +124,7 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
   const int m_tiles = gridDim.y / p.num_splits;
   const int m_tile = m_tiles - 1 - static_cast<int>(blockIdx.y) / p.num_splits;  // long first
   const int split = static_cast<int>(blockIdx.y) % p.num_splits;
-  b.slot = p.seq_slot[b.seq];
+  b.slot = p.block_tables ? 0 : p.seq_slot[b.seq];
   b.q_begin = p.q_offsets[b.seq];
   b.q_len = p.q_offsets[b.seq + 1] - b.q_begin;
   b.token0 = m_tile * p.tokens_per_block;
@@ -189,9 +190,23 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
       ((int64_t)b.slot * p.capacity * p.num_kv_heads + b.kv_head) * D + ld_c * 8;
   const __nv_bfloat16* k_base = p.k + kv_base;
   const __nv_bfloat16* v_base = p.v + kv_base;
+  const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
+  const int block_mask = (1 << p.block_shift) - 1;
   auto load_kv = [&](int tile, int stage) {
     const int u0 = b.tile_lo + tile * BN;
     const uint32_t ks = SmemAddr(k_s + stage * BN * D), vs = SmemAddr(v_s + stage * BN * D);
+    if (table != nullptr) {  // paged: one table lookup per row
+#pragma unroll 4
+      for (int r = ld_r0; r < BN; r += kRowStep) {
+        const int u = u0 + r;
+        const bool valid = u >= b.valid_lo && u < b.valid_hi;
+        const int64_t idx = valid ? ((int64_t)__ldg(table + (u >> p.block_shift)) << p.block_shift) + (u & block_mask) : 0;
+        const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
+        CpAsync16(ks + dst, k_base + idx * pos_stride, valid);
+        CpAsync16(vs + dst, v_base + idx * pos_stride, valid);
+      }
+      return;
+    }
     int idx = p.ring ? ((u0 + ld_r0) % p.capacity + p.capacity) % p.capacity : 0;
 #pragma unroll 4
     for (int r = ld_r0; r < BN; r += kRowStep) {

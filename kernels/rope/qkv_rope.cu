@@ -52,9 +52,14 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   const int width = (p.num_heads + kv_parts * p.num_kv_heads) * d;
   const __nv_bfloat16* row = p.qkv + static_cast<size_t>(t) * width;
   const int pos = p.positions[t];
-  const int slot = p.token_slot[t];
-  const int index = p.ring ? pos % p.capacity : pos;
-  const size_t cache_row = (static_cast<size_t>(slot) * p.capacity + index) * p.num_kv_heads * d;
+  int64_t row_index;
+  if (p.kv_rows != nullptr) {
+    row_index = p.kv_rows[t];
+  } else {
+    const int index = p.ring ? pos % p.capacity : pos;
+    row_index = static_cast<int64_t>(p.token_slot[t]) * p.capacity + index;
+  }
+  const size_t cache_row = static_cast<size_t>(row_index < 0 ? 0 : row_index) * p.num_kv_heads * d;
 
   for (int k = threadIdx.x; k < p.rope_pairs; k += blockDim.x) {
     const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
@@ -63,7 +68,8 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   __syncthreads();
   const int total = p.num_heads + 2 * p.num_kv_heads;  // q heads, k heads, v heads
   const int job = blockIdx.y * kWarps + warp;
-  if (job < total) {
+  const bool write_kv = row_index >= 0;
+  if (job < total && (job < p.num_heads || write_kv)) {
     if (job < p.num_heads) {
       NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d,
                    p.q_norm, true, p, bufs[warp], cos_t, sin_t);
@@ -83,7 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
 }  // namespace
 
 std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
-  if (!p.qkv || !p.q_norm || !p.k_norm || !p.positions || !p.token_slot || !p.q_out ||
+  if (!p.qkv || !p.q_norm || !p.k_norm || !p.positions || (!p.token_slot && !p.kv_rows) || !p.q_out ||
       !p.k_cache || !p.v_cache)
     return "qkv_rope: null pointer";
   if (p.num_tokens <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
@@ -92,7 +98,7 @@ std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.head_dim <= 0 || p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
     return "qkv_rope: head_dim must be a multiple of 32 up to 512";
   if (p.rope_pairs < 0 || p.rope_pairs > p.head_dim / 2) return "qkv_rope: bad rope_pairs";
-  if (p.num_slots <= 0 || p.capacity <= 0) return "qkv_rope: bad cache shape";
+  if (!p.kv_rows && (p.num_slots <= 0 || p.capacity <= 0)) return "qkv_rope: bad cache shape";
   // One warp per head vector; blocks spread the heads so a decode step (one
   // token) still fills several multiprocessors.
   const dim3 grid(p.num_tokens, (p.num_heads + 2 * p.num_kv_heads + kWarps - 1) / kWarps);

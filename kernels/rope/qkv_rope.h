@@ -8,7 +8,9 @@
 // dims pass unchanged (Gemma 4's proportional partial RoPE on global layers).
 //
 // Cache layout is attention.h's: [num_slots, capacity, num_kv_heads, head_dim],
-// position p at index p (or p % capacity with `ring`).
+// position p at index p (or p % capacity with `ring`); or, with `kv_rows`, a
+// paged pool [rows, num_kv_heads, head_dim] where token t's K/V go to row
+// kv_rows[t] (-1: not written, e.g. the padding of a captured batch).
 //
 // Launchers validate, never allocate or synchronize, and return an error
 // message ("" on success). No engine types.
@@ -42,6 +44,7 @@ struct QkvRopeParams {
   int rope_pairs = 0;                  // <= head_dim / 2
   float rope_theta = 10000.0f;
   float eps = 1e-6f;
+  const int* kv_rows = nullptr;        // [num_tokens] paged rows; nullptr: slot cache
 };
 
 std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);

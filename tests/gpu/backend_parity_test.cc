@@ -61,6 +61,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, bool graphs, in
   o.model_dir = dir;
   o.max_slots = 4;
   o.max_context = 512;
+  o.kv_block_size = 0;  // slot caches: these tests drive slots directly
   o.use_cuda_graphs = graphs;
   CudaTuning t;
   t.max_chunk_tokens = chunk;

@@ -114,6 +114,7 @@ TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
     o.model_dir = FortunesDir();
     o.max_slots = 2;
     o.max_context = kMaxContext;
+    o.kv_block_size = 0;  // slot caches: driven by slot directly
     CudaTuning t;
     t.max_chunk_tokens = chunk;
     auto gpu = CreateCudaBackendWithTuning(o, t);

@@ -80,6 +80,51 @@ AttentionParams AttentionProblem::Params() const {
   return p;
 }
 
+AttentionParams AttentionProblem::PagedParams(int block_size) {
+  std::mt19937 rng(c_.seed + 99);
+  const size_t row_elems = static_cast<size_t>(c_.num_kv_heads) * c_.head_dim;
+  std::vector<int> tables, table_offsets;
+  int num_blocks = 0;
+  for (size_t i = 0; i < c_.q_lens.size(); ++i) {
+    table_offsets.push_back(static_cast<int>(tables.size()));
+    const int end = c_.q_pos0[i] + c_.q_lens[i];
+    for (int b = 0; b * block_size < end; ++b) tables.push_back(num_blocks++);
+  }
+  // Scramble which pool block backs which table entry.
+  std::vector<int> perm(num_blocks);
+  for (int b = 0; b < num_blocks; ++b) perm[b] = b;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int& t : tables) t = perm[t];
+  std::vector<uint16_t> pk(static_cast<size_t>(num_blocks) * block_size * row_elems, 0x7fc0);
+  std::vector<uint16_t> pv(pk.size(), 0x7fc0);
+  for (size_t i = 0; i < c_.q_lens.size(); ++i) {
+    const int end = c_.q_pos0[i] + c_.q_lens[i];
+    const int lo = c_.window > 0 ? std::max(0, c_.q_pos0[i] - c_.window + 1) : 0;
+    for (int u = lo; u < end; ++u) {
+      const size_t src = CacheIndex(c_.slots[i], c_.ring ? u % c_.capacity : u, 0);
+      const size_t dst = (static_cast<size_t>(tables[table_offsets[i] + u / block_size]) * block_size +
+                          u % block_size) * row_elems;
+      std::copy_n(k_.begin() + src, row_elems, pk.begin() + dst);
+      std::copy_n(v_.begin() + src, row_elems, pv.begin() + dst);
+    }
+    for (int b = 0; b < lo / block_size; ++b) tables[table_offsets[i] + b] = -1;  // left the window
+  }
+  d_paged_k_ = Upload(pk);
+  d_paged_v_ = Upload(pv);
+  d_tables_ = Upload(tables);
+  d_table_offsets_ = Upload(table_offsets);
+  AttentionParams p = Params();
+  p.k_cache = d_paged_k_.as<__nv_bfloat16>();
+  p.v_cache = d_paged_v_.as<__nv_bfloat16>();
+  p.ring = false;
+  p.seq_slot = nullptr;
+  p.block_tables = d_tables_.as<int>();
+  p.table_offsets = d_table_offsets_.as<int>();
+  p.block_size = block_size;
+  p.num_blocks = num_blocks;
+  return p;
+}
+
 cudaError_t AttentionProblem::Poison() const {
   return cudaMemset(d_out_.as<void>(), 0xff, d_out_.bytes());  // bf16 0xffff is NaN
 }

@@ -88,6 +88,11 @@ class AttentionProblem {
 
   // Params for the device buffers (out is poisoned with NaN by Poison()).
   AttentionParams Params() const;
+  // The same problem through a paged cache: every sequence's keys copied to
+  // scrambled blocks of `block_size` in a NaN-filled pool; table entries of
+  // blocks wholly before a sequence's first window are -1 (released), as
+  // the engine's block manager leaves them. The reference is unchanged.
+  AttentionParams PagedParams(int block_size);
   cudaError_t Poison() const;
   // out as floats; NaN where the kernel did not write.
   std::vector<float> Output() const;
@@ -108,6 +113,7 @@ class AttentionProblem {
   std::vector<int> offsets_;
   std::vector<uint16_t> q_, k_, v_;
   DeviceBuffer d_q_, d_out_, d_k_, d_v_, d_slot_, d_offsets_, d_pos0_;
+  DeviceBuffer d_paged_k_, d_paged_v_, d_tables_, d_table_offsets_;
 };
 
 struct ErrorReport {

@@ -20,14 +20,18 @@ class DecodeAttentionTest : public ::testing::Test {
   void Check(const AttentionCase& c, std::initializer_list<int> splits, bool length_aware = true) {
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
+    // Slot caches, then (length-aware only) the same keys through scrambled
+    // paged blocks of 16.
+    const AttentionParams paged = length_aware ? prob.PagedParams(16) : AttentionParams{};
+    for (int view = 0; view < (length_aware ? 2 : 1); ++view)
     for (int num_splits : splits) {
       SCOPED_TRACE("splits " + std::to_string(num_splits) +
-                   (length_aware ? "" : " length-unaware"));
+                   (length_aware ? "" : " length-unaware") + (view ? " paged" : ""));
       DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads,
                                            c.head_dim, num_splits));
       CUDA_OK(prob.Poison());
       if (ws.bytes() > 0) CUDA_OK(cudaMemset(ws.as<void>(), 0xff, ws.bytes()));
-      AttentionParams p = prob.Params();
+      AttentionParams p = view ? paged : prob.Params();
       p.length_aware = length_aware;
       ASSERT_EQ(LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr), "");
       CUDA_OK(cudaDeviceSynchronize());

@@ -28,10 +28,13 @@ class PrefillAttentionTest : public ::testing::Test {
     ASSERT_FALSE(configs.empty());
     configs.push_back("default");
     configs.push_back("");  // "": LaunchPrefillAttention (autotunes on a miss)
+    // Slot caches, then the same keys through scrambled paged blocks of 16.
+    const AttentionParams paged = prob.PagedParams(16);
+    for (int view = 0; view < 2; ++view)
     for (const std::string& name : configs) {
-      SCOPED_TRACE("config " + (name.empty() ? std::string("autotuned") : name));
+      SCOPED_TRACE("config " + (name.empty() ? std::string("autotuned") : name) + (view ? " paged" : ""));
       CUDA_OK(prob.Poison());
-      const AttentionParams p = prob.Params();
+      const AttentionParams p = view ? paged : prob.Params();
       const std::string err = name.empty() ? LaunchPrefillAttention(p, nullptr)
                                            : LaunchPrefillAttentionWithConfig(p, name, nullptr);
       ASSERT_EQ(err, "");

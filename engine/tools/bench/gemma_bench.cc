@@ -112,6 +112,7 @@ int Run(const Flags& f) {
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
   o.max_slots = 1;
+  o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
   o.max_context = max_depth + static_cast<int>(f.depths.size()) * (f.decode_tokens + 2) + 16;
   o.use_cuda_graphs = !f.no_graphs;

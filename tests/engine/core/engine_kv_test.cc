@@ -8,6 +8,7 @@
 
 #include "engine/core/engine.h"
 #include "engine/factory/backend_factory.h"
+#include "tests/common/request_runner.h"
 #include "gtest/gtest.h"
 
 namespace gemma {
@@ -15,45 +16,8 @@ namespace {
 
 const std::string kModel = GEMMA_MODELS_DIR "/gemma4-fortunes";
 
-struct Result {
-  std::vector<int32_t> ids;
-  GenerationEvent last;
-};
-
-// Runs requests concurrently on one engine; returns each one's tokens.
-class Runner {
- public:
-  explicit Runner(Engine* engine) : engine_(engine) {}
-  void Submit(GenerationRequest r) {
-    size_t i;
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // callbacks of earlier requests may be running
-      i = results_.size();
-      results_.emplace_back();
-      ++pending_;
-    }
-    ASSERT_TRUE(engine_->Submit(std::move(r), [this, i](GenerationEvent&& ev) {
-      std::lock_guard<std::mutex> lock(mu_);
-      results_[i].ids.insert(results_[i].ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-      if (ev.finished) {
-        results_[i].last = std::move(ev);
-        if (--pending_ == 0) cv_.notify_all();
-      }
-    }).ok());
-  }
-  std::vector<Result> Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(300), [&] { return pending_ == 0; }));
-    return results_;
-  }
-
- private:
-  Engine* engine_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Result> results_;
-  int pending_ = 0;
-};
+using Result = testing::RunResult;
+using Runner = testing::RequestRunner;
 
 class EngineKvTest : public ::testing::Test {
  protected:
