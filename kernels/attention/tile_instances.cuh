@@ -12,42 +12,47 @@ namespace gemma::kernels::attention {
 
 inline constexpr int kMaxSmemBytes = 227 * 1024;  // Hopper opt-in limit per block
 
-// Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES):
-//  - register budget: the fp32 accumulator is D / (2 WD) registers per thread
-//    (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
+// Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES,
+// MR m16 row tiles per warp, PX: P exchange):
+//  - register budget: the fp32 accumulator is MR x D / (2 WD) registers per
+//    thread (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
 //  - columns are split over warps only when a whole-D accumulator would exceed
 //    64 registers (D > 128): below that, splitting only adds a reduction;
 //  - the register file: threads x (accumulator + ~96 for fragments and
 //    addresses) within 64K registers (16 warps at D = 512 spilled);
 //  - shared memory: Q tile + STAGES x (K, V) tiles + the partial-S exchange.
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
 constexpr bool Fits() {
   if (D % (16 * WD) != 0) return false;
-  if (D / WD / 2 > 128) return false;
+  if (MR * D / WD / 2 > 128) return false;
   if (WD > 1 && D <= 128) return false;
-  const int smem = 16 * WM * D * 2 + 2 * STAGES * BN * D * 2 + (WD > 1 ? WD * 16 * WM * BN * 4 : 0);
-  return smem <= kMaxSmemBytes && 32 * WM * WD * (D / WD / 2 + 96) <= 65536;
+  if (PX && (WD == 1 || (BN / 8) % WD != 0)) return false;
+  const int bm = 16 * MR * WM;
+  const int smem = bm * D * 2 + 2 * STAGES * BN * D * 2 +
+                   (WD > 1 ? WD * bm * BN * 4 + (PX ? WD * bm * 4 : 0) : 0);
+  return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using S = TileShape<D, WM, WD, BN, STAGES>;
-  AttentionTileKernel<D, WM, WD, BN, STAGES><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              TileShape<D, WM, WD, BN, STAGES>::kSmemBytes);
+                              TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
 KernelEntry MakeEntry() {
-  using S = TileShape<D, WM, WD, BN, STAGES>;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
   e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
-           std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD);
+           std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD) +
+           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX ? "p" : "");
   e.block_m = S::kBM;
   e.block_n = BN;
   e.warps = S::kWarps;
@@ -55,14 +60,14 @@ KernelEntry MakeEntry() {
   e.d_split = WD;
   e.threads = S::kThreads;
   e.smem_bytes = S::kSmemBytes;
-  e.setup = &SetUpTile<D, WM, WD, BN, STAGES>;
-  e.launch = &LaunchTile<D, WM, WD, BN, STAGES>;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX>;
   return e;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
 void AddIfFits(KernelTable& t) {
-  if constexpr (Fits<D, WM, WD, BN, STAGES>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES>());
+  if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
 }
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
@@ -79,6 +84,18 @@ KernelTable MakeTable() {
   AddIfFits<D, 4, 2, 64, 2>(t);   // m64 n64, 8 warps, D split in 2
   AddIfFits<D, 2, 4, 32, 2>(t);   // m32 n32, 8 warps, D split in 4
   AddIfFits<D, 4, 2, 16, 3>(t);   // m64 n16, 8 warps, 3 stages
+  if constexpr (D >= 512) {
+    // Each warp owns 32 rows x D/4 columns: a K or V fragment read from shared
+    // memory feeds two MMAs, so a tile reads Q, K and V from shared memory
+    // about once per row group instead of 4 times per K/V (the 8-warp D/2
+    // split), for the same 128 accumulator registers. With P exchange ("p")
+    // the column warps reduce-scatter the partial S (each finishes the softmax
+    // of BN / WD keys) and gather P in bf16, instead of each reading all WD
+    // partials: ~25 % fewer shared-memory bytes per tile than the default.
+    AddIfFits<D, 2, 4, 32, 2, 2, true>(t);   // m64 n32, 8 warps, 32 x D/4 each, P exchange
+    AddIfFits<D, 2, 4, 32, 2, 2, false>(t);  // same, partial-S exchange only
+    AddIfFits<D, 4, 2, 32, 2, 1, true>(t);   // the default's shape with P exchange
+  }
   t.default_prefill = 0;
   // 64 columns per warp: 8 warps at D = 512 keep enough loads and MMAs in
   // flight at one block per multiprocessor (4 reached only half of HBM).
