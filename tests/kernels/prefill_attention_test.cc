@@ -21,7 +21,7 @@ class PrefillAttentionTest : public ::testing::Test {
   }
 
   // Runs every configuration of the head_dim and the autotuned launch.
-  void CheckAllConfigs(const AttentionCase& c) {
+  void CheckAllConfigs(const AttentionCase& c, bool length_aware = true) {
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
     std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim);
@@ -31,7 +31,8 @@ class PrefillAttentionTest : public ::testing::Test {
     for (const std::string& name : configs) {
       SCOPED_TRACE("config " + (name.empty() ? std::string("autotuned") : name));
       CUDA_OK(prob.Poison());
-      const AttentionParams p = prob.Params();
+      AttentionParams p = prob.Params();
+      p.length_aware = length_aware;
       const std::string err = name.empty() ? LaunchPrefillAttention(p, nullptr)
                                            : LaunchPrefillAttentionWithConfig(p, name, nullptr);
       ASSERT_EQ(err, "");
@@ -107,6 +108,26 @@ TEST_F(PrefillAttentionTest, FixtureHeadDims) {
       CheckAllConfigs(c);
     }
   }
+}
+
+// D = 512 through the window and length-unaware paths (masks at key offsets
+// inside a BN tile, zeroed V rows), for the configurations that split S's
+// softmax over warps.
+TEST_F(PrefillAttentionTest, Global512WindowAndLengthUnaware) {
+  AttentionCase c{.head_dim = 512, .num_heads = 16, .num_kv_heads = 2, .window = 37,
+                  .capacity = 320, .num_slots = 2};
+  c.q_lens = {150, 45};
+  c.q_pos0 = {0, 203};
+  c.slots = {1, 0};
+  c.poison_unused_cache = true;
+  c.seed = 12;
+  {
+    SCOPED_TRACE("window, length-aware");
+    CheckAllConfigs(c);
+  }
+  c.window = 0;  // unaware: every row is read, the NaN ones must be masked and zeroed
+  SCOPED_TRACE("causal, length-unaware");
+  CheckAllConfigs(c, false);
 }
 
 TEST_F(PrefillAttentionTest, UnusedCacheRowsNeverMatter) {
