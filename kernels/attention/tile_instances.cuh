@@ -85,16 +85,17 @@ KernelTable MakeTable() {
   AddIfFits<D, 2, 4, 32, 2>(t);   // m32 n32, 8 warps, D split in 4
   AddIfFits<D, 4, 2, 16, 3>(t);   // m64 n16, 8 warps, 3 stages
   if constexpr (D >= 512) {
-    // Each warp owns 32 rows x D/4 columns: a K or V fragment read from shared
-    // memory feeds two MMAs, so a tile reads Q, K and V from shared memory
-    // about once per row group instead of 4 times per K/V (the 8-warp D/2
-    // split), for the same 128 accumulator registers. With P exchange ("p")
-    // the column warps reduce-scatter the partial S (each finishes the softmax
-    // of BN / WD keys) and gather P in bf16, instead of each reading all WD
-    // partials: ~25 % fewer shared-memory bytes per tile than the default.
+    // Each warp owns 32 rows (two m16 tiles) x D/4 columns, so every K or V
+    // fragment read from shared memory feeds two MMAs: a 64-row block reads
+    // its K/V tile twice (2 row groups) instead of 4 times, for the same 128
+    // accumulator registers. With P exchange ("p") the 4 column warps
+    // reduce-scatter the partial S (each finishes the softmax of BN / 4 keys)
+    // and gather P in bf16 instead of each reading all partials. Shared-memory
+    // bytes read per 64 x 32 tile (ldmatrix + exchange): default 352 KB, d4r2
+    // 320 KB, d4r2p 276 KB. (P exchange on the default's shape would save
+    // nothing: 364 KB with two more barriers.)
     AddIfFits<D, 2, 4, 32, 2, 2, true>(t);   // m64 n32, 8 warps, 32 x D/4 each, P exchange
     AddIfFits<D, 2, 4, 32, 2, 2, false>(t);  // same, partial-S exchange only
-    AddIfFits<D, 4, 2, 32, 2, 1, true>(t);   // the default's shape with P exchange
   }
   t.default_prefill = 0;
   // 64 columns per warp: 8 warps at D = 512 keep enough loads and MMAs in
