@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the repository root: the attention tests, then
 # attention-bench --configs (every compiled prefill configuration, D=512 global
-# and D=256 sliding, at 8K/32K/128K). About 1.5-2 minutes. Logs go to $OUT (or
+# and D=256 sliding, at 8K/32K/128K, and a D=512 2048-token chunk at depth
+# 126976 as gemma-bench runs it). About 1.5-2 minutes. Logs go to $OUT (or
 # ./gpu-out); a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_attn.sh [token counts, e.g. 8192,32768,131072]
 # Bundle: scripts/device_bundle.sh .device/bundle build/bin/{attention_test,attention-bench}

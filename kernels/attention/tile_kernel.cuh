@@ -2,15 +2,19 @@
 // attention over bf16 tensor-core MMA (mma.sync m16n8k16) with an fp32 online
 // softmax. Included only by the per-head_dim instance files.
 //
-// A block owns BM = 16 * WM rows. Row r is (token, head) = (m_tile *
+// A block owns BM = 16 * MR * WM rows. Row r is (token, head) = (m_tile *
 // tokens_per_block + r / heads_per_block, head0 + r % heads_per_block):
 // prefill uses one head per block (rows = tokens), decode all heads of a KV
 // group (rows = heads, GQA: each K/V row is read once for the group).
-// Warps form a WM x WD grid: warp (wm, wd) owns rows [16 wm, 16 wm + 16) and
-// head_dim columns [wd * D/WD, (wd + 1) * D/WD) of the output accumulator, so
-// the fp32 accumulator is D / (2 WD) registers per thread. With WD > 1 the warps
+// Warps form a WM x WD grid: warp (wm, wd) owns rows [16 MR wm, 16 MR (wm + 1))
+// (MR m16 tiles, so each K/V fragment it reads feeds MR MMAs) and head_dim
+// columns [wd * D/WD, (wd + 1) * D/WD) of the output accumulator, so the fp32
+// accumulator is MR * D / (2 WD) registers per thread. With WD > 1 the warps
 // of a row group each compute a partial Q K^T over their columns and sum the
-// partials through shared memory; each then runs the (cheap) softmax itself.
+// partials through shared memory; each then runs the (cheap) softmax itself,
+// or with PX ("P exchange") each sums and softmaxes only BN / WD of the keys
+// (row maxima exchanged through shared memory) and the warps gather the bf16
+// P tile from each other: fewer shared-memory bytes, two more barriers.
 //
 // Keys are sequence positions; position u of slot s lives at cache index
 // (ring ? u % capacity : u). A block walks key tiles of BN positions over its
