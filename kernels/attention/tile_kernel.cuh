@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   __nv_bfloat16* k_s = q_s + kBM * D;
   __nv_bfloat16* v_s = k_s + STAGES * BN * D;
   float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
-  float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [WD][kBM]
+  float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
   BlockRange b;
@@ -181,6 +181,19 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wd = warp / WM;
   const int n_lo = PX ? wd * kOwn : 0;  // first n8 tile of S this warp finishes
+  // PX: the WD per-warp values (row maxima, then row sums) of block row `row`.
+  auto row_values = [&](int row, float(&v)[WD]) {
+    if constexpr (WD % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < WD / 4; ++q) {
+        const float4 t = reinterpret_cast<const float4*>(max_s + row * WD)[q];
+        v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+      }
+    } else {
+#pragma unroll
+      for (int w = 0; w < WD; ++w) v[w] = max_s[row * WD + w];
+    }
+  };
 
   // Q tile: row r -> (token b.token0 + r / hpb, head b.head0 + r % hpb).
   for (int i = tid; i < kBM * kChunks; i += S::kThreads) {
@@ -401,18 +414,22 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         mx[i][h] = m;
         if constexpr (PX) {
-          if ((lane & 3) == 0) max_s[wd * kBM + acc_row(i, h)] = m;
+          if ((lane & 3) == 0) max_s[acc_row(i, h) * WD + wd] = m;
         }
       }
     }
     if constexpr (PX) {
       __syncthreads();
 #pragma unroll
-      for (int i = 0; i < MR; ++i)
+      for (int i = 0; i < MR; ++i) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
+          float v[WD];
+          row_values(acc_row(i, h), v);
 #pragma unroll
-          for (int w = 0; w < WD; ++w) mx[i][h] = fmaxf(mx[i][h], max_s[w * kBM + acc_row(i, h)]);
+          for (int w = 0; w < WD; ++w) mx[i][h] = fmaxf(mx[i][h], v[w]);
+        }
+      }
     }
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
@@ -497,15 +514,17 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     for (int i = 0; i < MR; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        if ((lane & 3) == 0) max_s[wd * kBM + acc_row(i, h)] = row_sum[i][h];
+        if ((lane & 3) == 0) max_s[acc_row(i, h) * WD + wd] = row_sum[i][h];
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        float v[WD];
+        row_values(acc_row(i, h), v);
         float t = 0.f;
 #pragma unroll
-        for (int w = 0; w < WD; ++w) t += max_s[w * kBM + acc_row(i, h)];
+        for (int w = 0; w < WD; ++w) t += v[w];
         row_sum[i][h] = t;
       }
     }
