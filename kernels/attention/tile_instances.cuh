@@ -13,7 +13,7 @@ namespace gemma::kernels::attention {
 inline constexpr int kMaxSmemBytes = 227 * 1024;  // Hopper opt-in limit per block
 
 // Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES,
-// MR m16 row tiles per warp, PX: P exchange):
+// MR m16 row tiles per warp, PX: P exchange, 0 none, 1 or 2 see tile_kernel.cuh):
 //  - register budget: the fp32 accumulator is MR x D / (2 WD) registers per
 //    thread (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
 //  - columns are split over warps only when a whole-D accumulator would exceed
@@ -21,7 +21,7 @@ inline constexpr int kMaxSmemBytes = 227 * 1024;  // Hopper opt-in limit per blo
 //  - the register file: threads x (accumulator + ~96 for fragments and
 //    addresses) within 64K registers (16 warps at D = 512 spilled);
 //  - shared memory: Q tile + STAGES x (K, V) tiles + the partial-S exchange.
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 constexpr bool Fits() {
   if (D % (16 * WD) != 0) return false;
   if (MR * D / WD / 2 > 128) return false;
@@ -33,26 +33,26 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 cudaError_t SetUpTile() {
   return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
   e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
            std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD) +
-           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX ? "p" : "");
+           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX == 1 ? "p" : PX == 2 ? "pl" : "");
   e.block_m = S::kBM;
   e.block_n = BN;
   e.warps = S::kWarps;
@@ -65,7 +65,7 @@ KernelEntry MakeEntry() {
   return e;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void AddIfFits(KernelTable& t) {
   if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
 }
@@ -94,8 +94,9 @@ KernelTable MakeTable() {
     // bytes read per 64 x 32 tile (ldmatrix + exchange): default 352 KB, d4r2
     // 320 KB, d4r2p 276 KB. (P exchange on the default's shape would save
     // nothing: 364 KB with two more barriers.)
-    AddIfFits<D, 2, 4, 32, 2, 2, true>(t);   // m64 n32, 8 warps, 32 x D/4 each, P exchange
-    AddIfFits<D, 2, 4, 32, 2, 2, false>(t);  // same, partial-S exchange only
+    AddIfFits<D, 2, 4, 32, 2, 2, 1>(t);  // m64 n32, 8 warps, 32 x D/4 each, P exchange
+    AddIfFits<D, 2, 4, 32, 2, 2, 2>(t);  // same, local maxima (one barrier less)
+    AddIfFits<D, 2, 4, 32, 2, 2, 0>(t);  // same, partial-S exchange only
   }
   t.default_prefill = 0;
   // 64 columns per warp: 8 warps at D = 512 keep enough loads and MMAs in

@@ -32,7 +32,7 @@
 
 namespace gemma::kernels::attention {
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 struct TileShape {
   static constexpr int kWarps = WM * WD;
   static constexpr int kThreads = 32 * kWarps;
@@ -49,7 +49,7 @@ struct TileShape {
   static constexpr int kKvStageBytes = BN * D * 2;
   // WD > 1: the WD partial S tiles; with PX also WD x kBM floats of row maxima
   // (then row sums), and the bf16 P tile reuses the partials' space.
-  static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 + (PX ? WD * kBM * 4 : 0) : 0;
+  static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 + (PX != 0 ? WD * kBM * 4 : 0) : 0;
   static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvStageBytes + kRedBytes;
   // n8 tiles of S whose softmax a warp computes: all, or (PX) its 1 / WD share.
   static constexpr int kOwnTiles = PX ? BN / 8 / WD : BN / 8;
@@ -104,6 +104,12 @@ __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two bf16 values (packed) times c, rounded to bf16.
+__device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t v, __nv_bfloat162 c) {
+  __nv_bfloat162 x = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&v), c);
+  return *reinterpret_cast<uint32_t*>(&x);
 }
 
 // Element offset of (row, 16-byte chunk) in a [rows][D] bf16 tile; the XOR
@@ -161,7 +167,7 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 
 // ---- the kernel ---------------------------------------------------------------
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, bool PX = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
@@ -400,9 +406,14 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       }
     }
 
-    // Online softmax; rows are spread over the 4 lanes of a quad (and with PX
-    // over the WD warps of a row group, which exchange their row maxima).
-    float mx[MR][2];
+    // Online softmax; rows are spread over the 4 lanes of a quad, and with PX
+    // over the WD warps of a row group. PX == 1: the warps exchange their row
+    // maxima, then exponentiate against the row's maximum and exchange P.
+    // PX == 2: each warp exponentiates against its own maximum and publishes
+    // it with P in one exchange; a reader scales each warp's P fragments by
+    // 2^(its maximum - the row's maximum) (in bf16, so the row sums use the
+    // same rounded factors).
+    float mx[MR][2];  // this warp's row maxima (including the running one)
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
 #pragma unroll
@@ -413,61 +424,106 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         mx[i][h] = m;
-        if constexpr (PX) {
+        if constexpr (PX != 0) {
           if ((lane & 3) == 0) max_s[acc_row(i, h) * WD + wd] = m;
         }
       }
     }
-    if constexpr (PX) {
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < MR; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float v[WD];
-          row_values(acc_row(i, h), v);
-#pragma unroll
-          for (int w = 0; w < WD; ++w) mx[i][h] = fmaxf(mx[i][h], v[w]);
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float base = mx[i][h] == -INFINITY ? 0.f : mx[i][h];
-        const float alpha = Exp2(row_max[i][h] - base);
-        row_max[i][h] = mx[i][h];
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kOwn; ++j) {
-          x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
-          x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
-          sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
-        }
-        row_sum[i][h] = row_sum[i][h] * alpha + sum;  // PX: over this warp's keys only
-#pragma unroll
-        for (int n = 0; n < kDW / 8; ++n) o[i][n][2 * h] *= alpha, o[i][n][2 * h + 1] *= alpha;
-      }
-    }
-
-    // P as bf16 A fragments (the accumulator layout is the A layout): from
-    // registers, or with PX gathered from the row group's warps (P reuses the
-    // partial-S space: every warp read its partials before the maxima barrier).
-    auto p_at = [&](int i, int n) -> uint2& { return p_s[((wm * MR + i) * kNT + n) * 32 + lane]; };
-    if constexpr (PX) {
+    // PX == 1: P (bf16) over the partial-S space: every warp read its partials
+    // before the maxima barrier. PX == 2: there is no such barrier, so a
+    // warp's P tiles go where only it read: the first 256 bytes of warp 0's
+    // partial of the same tile.
+    auto p_at = [&](int i, int n) -> uint2& {
+      if constexpr (PX == 2)
+        return reinterpret_cast<uint2*>(red_s + ((wm * MR + i) * kNT + n) * 32)[lane];
+      else
+        return p_s[((wm * MR + i) * kNT + n) * 32 + lane];
+    };
+    auto store_p = [&] {
 #pragma unroll
       for (int i = 0; i < MR; ++i)
 #pragma unroll
         for (int j = 0; j < kOwn; ++j)
           p_at(i, n_lo + j) = make_uint2(PackBf16(x[i][j][0], x[i][j][1]),
                                          PackBf16(x[i][j][2], x[i][j][3]));
+    };
+    float sum_own[MR][2];
+    if constexpr (PX == 2) {
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float base = mx[i][h] == -INFINITY ? 0.f : mx[i][h];
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < kOwn; ++j) {
+            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
+            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
+            sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
+          }
+          sum_own[i][h] = sum;
+        }
+      }
+      __syncwarp();  // all lanes have read the partials that P overwrites
+      store_p();
+    }
+    if constexpr (PX != 0) __syncthreads();
+    __nv_bfloat162 p_scale[MR][2][PX == 2 ? WD : 1];  // PX == 2: per source warp
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = mx[i][h];
+        float v[WD];
+        if constexpr (PX != 0) {
+          row_values(acc_row(i, h), v);
+#pragma unroll
+          for (int w = 0; w < WD; ++w) m = fmaxf(m, v[w]);
+        }
+        const float base = m == -INFINITY ? 0.f : m;
+        const float alpha = Exp2(row_max[i][h] - base);
+        row_max[i][h] = m;
+        if constexpr (PX == 2) {
+#pragma unroll
+          for (int w = 0; w < WD; ++w)
+            p_scale[i][h][w] = __float2bfloat162_rn(v[w] == -INFINITY ? 0.f : Exp2(v[w] - base));
+          const float own = mx[i][h] == -INFINITY
+                                ? 0.f
+                                : __bfloat162float(__float2bfloat16_rn(Exp2(mx[i][h] - base)));
+          row_sum[i][h] = row_sum[i][h] * alpha + sum_own[i][h] * own;  // this warp's keys
+        } else {
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < kOwn; ++j) {
+            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
+            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
+            sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
+          }
+          row_sum[i][h] = row_sum[i][h] * alpha + sum;  // PX == 1: this warp's keys
+        }
+#pragma unroll
+        for (int n = 0; n < kDW / 8; ++n) o[i][n][2 * h] *= alpha, o[i][n][2 * h + 1] *= alpha;
+      }
+    }
+    if constexpr (PX == 1) {
+      store_p();
       __syncthreads();
     }
+
+    // P as bf16 A fragments (the accumulator layout is the A layout): from
+    // registers, or with PX gathered from the row group's warps.
     auto p_frag = [&](int i, int kk, uint32_t(&a)[4]) {
-      if constexpr (PX) {
+      if constexpr (PX != 0) {
         const uint2 lo = p_at(i, 2 * kk), hi = p_at(i, 2 * kk + 1);
         a[0] = lo.x, a[1] = lo.y, a[2] = hi.x, a[3] = hi.y;
+        if constexpr (PX == 2) {
+          constexpr int kW = PX == 2 ? WD : 1;
+          const int w0 = min(2 * kk / kOwn, kW - 1), w1 = min((2 * kk + 1) / kOwn, kW - 1);
+          a[0] = ScaleBf16x2(a[0], p_scale[i][0][w0]);
+          a[1] = ScaleBf16x2(a[1], p_scale[i][1][w0]);
+          a[2] = ScaleBf16x2(a[2], p_scale[i][0][w1]);
+          a[3] = ScaleBf16x2(a[3], p_scale[i][1][w1]);
+        }
       } else {
         const int k0 = PX ? 0 : 2 * kk, k1 = PX ? 0 : 2 * kk + 1;  // compile-time indices
         a[0] = PackBf16(x[i][k0][0], x[i][k0][1]);
@@ -507,9 +563,11 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       row_sum[i][h] += __shfl_xor_sync(0xffffffffu, row_sum[i][h], 2);
     }
   }
-  if constexpr (PX) {
-    // Every warp summed only its keys. max_s is free: its last reads came
-    // before the P barrier of the last tile, which every warp has passed.
+  if constexpr (PX != 0) {
+    // Every warp summed only its keys. PX == 1: max_s is free (its last reads
+    // came before the P barrier of the last tile, which every warp has
+    // passed); PX == 2 reads it after that barrier.
+    if constexpr (PX == 2) __syncthreads();
 #pragma unroll
     for (int i = 0; i < MR; ++i)
 #pragma unroll
