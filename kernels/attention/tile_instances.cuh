@@ -36,7 +36,8 @@ constexpr bool Fits() {
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
-  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>
+      <<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
@@ -67,7 +68,8 @@ KernelEntry MakeEntry() {
 
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void AddIfFits(KernelTable& t) {
-  if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
+  if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>())
+    t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
 }
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim

@@ -114,10 +114,13 @@ struct PrefillProblem {
   PrefillProblem(const PrefillProblem&) = delete;
   PrefillProblem& operator=(const PrefillProblem&) = delete;
   ~PrefillProblem() {
-    for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets, (void*)pos0})
+    for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets,
+                      (void*)pos0})
       cudaFree(ptr);
   }
-  double Tflops(float ms) const { return 4.0 * layer.head_dim * layer.num_heads * keys / (ms * 1e9); }
+  double Tflops(float ms) const {
+    return 4.0 * layer.head_dim * layer.num_heads * keys / (ms * 1e9);
+  }
 
   const Layer& layer;
   __nv_bfloat16 *q, *k, *v, *out;
@@ -165,20 +168,21 @@ int BenchConfigs(const std::vector<int>& sizes) {
   for (const Shape& sh : shapes) {
     const Layer* L = sh.layer;
     const int tokens = sh.tokens;
-    const std::string label = sh.pos0 > 0 ? "c" + std::to_string(tokens) + "@" + std::to_string(sh.pos0)
-                                          : std::to_string(tokens);
+    const std::string label =
+        sh.pos0 > 0 ? "c" + std::to_string(tokens) + "@" + std::to_string(sh.pos0)
+                    : std::to_string(tokens);
     PrefillProblem prob(*L, tokens, sh.pos0);
     const int reps = tokens >= 131072 ? 1 : tokens >= 32768 || sh.pos0 > 0 ? 3 : 7;
     const std::vector<std::string> names = gemma::kernels::PrefillAttentionConfigs(L->head_dim);
     float default_ms = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      const float ms = TimeMs(
-          reps,
-          [&] { CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(prob.p, names[i], nullptr)); },
-          tokens < 131072);
+      auto launch = [&] {
+        CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(prob.p, names[i], nullptr));
+      };
+      const float ms = TimeMs(reps, launch, tokens < 131072);
       if (i == 0) default_ms = ms;  // the first configuration is the default
-      std::printf("%-20s %13s %-18s %12.0f %8.1f %8.3fx\n", L->name, label.c_str(), names[i].c_str(),
-                  tokens / (ms * 1e-3), prob.Tflops(ms), default_ms / ms);
+      std::printf("%-20s %13s %-18s %12.0f %8.1f %8.3fx\n", L->name, label.c_str(),
+                  names[i].c_str(), tokens / (ms * 1e-3), prob.Tflops(ms), default_ms / ms);
       std::fflush(stdout);
     }
   }
