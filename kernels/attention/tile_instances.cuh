@@ -12,42 +12,48 @@ namespace gemma::kernels::attention {
 
 inline constexpr int kMaxSmemBytes = 227 * 1024;  // Hopper opt-in limit per block
 
-// Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES):
-//  - register budget: the fp32 accumulator is D / (2 WD) registers per thread
-//    (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
+// Compile-time pruning of a candidate (WM row warps, WD column warps, BN, STAGES,
+// MR m16 row tiles per warp, PX: P exchange, 0 none, 1 or 2 see tile_kernel.cuh):
+//  - register budget: the fp32 accumulator is MR x D / (2 WD) registers per
+//    thread (BLOCK_M x D <= 4096 x warps); at most 128 keeps it out of local memory;
 //  - columns are split over warps only when a whole-D accumulator would exceed
 //    64 registers (D > 128): below that, splitting only adds a reduction;
 //  - the register file: threads x (accumulator + ~96 for fragments and
 //    addresses) within 64K registers (16 warps at D = 512 spilled);
 //  - shared memory: Q tile + STAGES x (K, V) tiles + the partial-S exchange.
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 constexpr bool Fits() {
   if (D % (16 * WD) != 0) return false;
-  if (D / WD / 2 > 128) return false;
+  if (MR * D / WD / 2 > 128) return false;
   if (WD > 1 && D <= 128) return false;
-  const int smem = 16 * WM * D * 2 + 2 * STAGES * BN * D * 2 + (WD > 1 ? WD * 16 * WM * BN * 4 : 0);
-  return smem <= kMaxSmemBytes && 32 * WM * WD * (D / WD / 2 + 96) <= 65536;
+  if (PX && (WD == 1 || (BN / 8) % WD != 0)) return false;
+  const int bm = 16 * MR * WM;
+  const int smem = bm * D * 2 + 2 * STAGES * BN * D * 2 +
+                   (WD > 1 ? WD * bm * BN * 4 + (PX ? WD * bm * 4 : 0) : 0);
+  return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using S = TileShape<D, WM, WD, BN, STAGES>;
-  AttentionTileKernel<D, WM, WD, BN, STAGES><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>
+      <<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              TileShape<D, WM, WD, BN, STAGES>::kSmemBytes);
+                              TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 KernelEntry MakeEntry() {
-  using S = TileShape<D, WM, WD, BN, STAGES>;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
   e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
-           std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD);
+           std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD) +
+           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX == 1 ? "p" : PX == 2 ? "pl" : "");
   e.block_m = S::kBM;
   e.block_n = BN;
   e.warps = S::kWarps;
@@ -55,14 +61,15 @@ KernelEntry MakeEntry() {
   e.d_split = WD;
   e.threads = S::kThreads;
   e.smem_bytes = S::kSmemBytes;
-  e.setup = &SetUpTile<D, WM, WD, BN, STAGES>;
-  e.launch = &LaunchTile<D, WM, WD, BN, STAGES>;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX>;
   return e;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void AddIfFits(KernelTable& t) {
-  if constexpr (Fits<D, WM, WD, BN, STAGES>()) t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES>());
+  if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>())
+    t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
 }
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
@@ -79,6 +86,20 @@ KernelTable MakeTable() {
   AddIfFits<D, 4, 2, 64, 2>(t);   // m64 n64, 8 warps, D split in 2
   AddIfFits<D, 2, 4, 32, 2>(t);   // m32 n32, 8 warps, D split in 4
   AddIfFits<D, 4, 2, 16, 3>(t);   // m64 n16, 8 warps, 3 stages
+  if constexpr (D >= 512) {
+    // Each warp owns 32 rows (two m16 tiles) x D/4 columns, so every K or V
+    // fragment read from shared memory feeds two MMAs: a 64-row block reads
+    // its K/V tile twice (2 row groups) instead of 4 times, for the same 128
+    // accumulator registers. With P exchange ("p") the 4 column warps
+    // reduce-scatter the partial S (each finishes the softmax of BN / 4 keys)
+    // and gather P in bf16 instead of each reading all partials. Shared-memory
+    // bytes read per 64 x 32 tile (ldmatrix + exchange): default 352 KB, d4r2
+    // 320 KB, d4r2p 276 KB. (P exchange on the default's shape would save
+    // nothing: 364 KB with two more barriers.)
+    AddIfFits<D, 2, 4, 32, 2, 2, 1>(t);  // m64 n32, 8 warps, 32 x D/4 each, P exchange
+    AddIfFits<D, 2, 4, 32, 2, 2, 2>(t);  // same, local maxima (one barrier less)
+    AddIfFits<D, 2, 4, 32, 2, 2, 0>(t);  // same, partial-S exchange only
+  }
   t.default_prefill = 0;
   // 64 columns per warp: 8 warps at D = 512 keep enough loads and MMAs in
   // flight at one block per multiprocessor (4 reached only half of HBM).

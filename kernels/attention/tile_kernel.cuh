@@ -2,15 +2,19 @@
 // attention over bf16 tensor-core MMA (mma.sync m16n8k16) with an fp32 online
 // softmax. Included only by the per-head_dim instance files.
 //
-// A block owns BM = 16 * WM rows. Row r is (token, head) = (m_tile *
+// A block owns BM = 16 * MR * WM rows. Row r is (token, head) = (m_tile *
 // tokens_per_block + r / heads_per_block, head0 + r % heads_per_block):
 // prefill uses one head per block (rows = tokens), decode all heads of a KV
 // group (rows = heads, GQA: each K/V row is read once for the group).
-// Warps form a WM x WD grid: warp (wm, wd) owns rows [16 wm, 16 wm + 16) and
-// head_dim columns [wd * D/WD, (wd + 1) * D/WD) of the output accumulator, so
-// the fp32 accumulator is D / (2 WD) registers per thread. With WD > 1 the warps
+// Warps form a WM x WD grid: warp (wm, wd) owns rows [16 MR wm, 16 MR (wm + 1))
+// (MR m16 tiles, so each K/V fragment it reads feeds MR MMAs) and head_dim
+// columns [wd * D/WD, (wd + 1) * D/WD) of the output accumulator, so the fp32
+// accumulator is MR * D / (2 WD) registers per thread. With WD > 1 the warps
 // of a row group each compute a partial Q K^T over their columns and sum the
-// partials through shared memory; each then runs the (cheap) softmax itself.
+// partials through shared memory; each then runs the (cheap) softmax itself,
+// or with PX ("P exchange") each sums and softmaxes only BN / WD of the keys
+// (row maxima exchanged through shared memory) and the warps gather the bf16
+// P tile from each other: fewer shared-memory bytes, two more barriers.
 //
 // Keys are sequence positions; position u of slot s lives at cache index
 // (ring ? u % capacity : u), or in a paged cache at the row its block table
@@ -29,23 +33,29 @@
 
 namespace gemma::kernels::attention {
 
-template <int D, int WM, int WD, int BN, int STAGES>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 struct TileShape {
   static constexpr int kWarps = WM * WD;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBM = 16 * WM;
+  static constexpr int kWarpRows = 16 * MR;       // MR m16 row tiles per warp
+  static constexpr int kBM = kWarpRows * WM;
   static constexpr int kDW = D / WD;              // head_dim columns per warp
   static constexpr int kChunks = D / 8;           // 16-byte chunks per row
   static constexpr int kSwizzle = (kChunks < 8 ? kChunks : 8) - 1;
-  static constexpr int kAccFloats = kDW / 2;      // per thread
-  static constexpr int kSFloats = BN / 2;         // per thread
+  static constexpr int kAccFloats = MR * kDW / 2; // per thread
+  static constexpr int kSFloats = MR * BN / 2;    // per thread
   // Q fragments stay in registers when they fit next to the accumulator.
-  static constexpr bool kQInRegs = kDW / 4 + kAccFloats <= 128;
+  static constexpr bool kQInRegs = MR * kDW / 4 + kAccFloats <= 128;
   static constexpr int kQBytes = kBM * D * 2;
   static constexpr int kKvStageBytes = BN * D * 2;
-  static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 : 0;
+  // WD > 1: the WD partial S tiles; with PX also WD x kBM floats of row maxima
+  // (then row sums), and the bf16 P tile reuses the partials' space.
+  static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 + (PX != 0 ? WD * kBM * 4 : 0) : 0;
   static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvStageBytes + kRedBytes;
+  // n8 tiles of S whose softmax a warp computes: all, or (PX) its 1 / WD share.
+  static constexpr int kOwnTiles = PX ? BN / 8 / WD : BN / 8;
   static_assert(kDW % 16 == 0 && BN % 16 == 0 && STAGES >= 2, "bad tile");
+  static_assert(!PX || (WD > 1 && (BN / 8) % WD == 0), "PX splits S's n8 tiles over WD warps");
 };
 
 // ---- PTX helpers -----------------------------------------------------------
@@ -95,6 +105,12 @@ __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two bf16 values (packed) times c, rounded to bf16.
+__device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t v, __nv_bfloat162 c) {
+  __nv_bfloat162 x = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&v), c);
+  return *reinterpret_cast<uint32_t*>(&x);
 }
 
 // Element offset of (row, 16-byte chunk) in a [rows][D] bf16 tile; the XOR
@@ -152,21 +168,39 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 
 // ---- the kernel ---------------------------------------------------------------
 
-template <int D, int WM, int WD, int BN, int STAGES>
-__global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+__global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
-  using S = TileShape<D, WM, WD, BN, STAGES>;
-  constexpr int kBM = S::kBM, kDW = S::kDW, kChunks = S::kChunks;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
+  constexpr int kBM = S::kBM, kDW = S::kDW, kChunks = S::kChunks, kWR = S::kWarpRows;
+  constexpr int kNT = BN / 8;            // n8 tiles of S
+  constexpr int kOwn = S::kOwnTiles;
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem);
   __nv_bfloat16* k_s = q_s + kBM * D;
   __nv_bfloat16* v_s = k_s + STAGES * BN * D;
   float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
+  float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
+  uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
   BlockRange b;
   if (!SetUpBlock<kBM, BN>(p, b)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wd = warp / WM;
+  const int n_lo = PX ? wd * kOwn : 0;  // first n8 tile of S this warp finishes
+  // PX: the WD per-warp values (row maxima, then row sums) of block row `row`.
+  auto row_values = [&](int row, float(&v)[WD]) {
+    if constexpr (WD % 4 == 0) {
+#pragma unroll
+      for (int q = 0; q < WD / 4; ++q) {
+        const float4 t = reinterpret_cast<const float4*>(max_s + row * WD)[q];
+        v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+      }
+    } else {
+#pragma unroll
+      for (int w = 0; w < WD; ++w) v[w] = max_s[row * WD + w];
+    }
+  };
 
   // Q tile: row r -> (token b.token0 + r / hpb, head b.head0 + r % hpb).
   for (int i = tid; i < kBM * kChunks; i += S::kThreads) {
@@ -235,23 +269,30 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
     CpAsyncCommit();
   }
 
-  // Positions of this thread's two rows (lane / 4 and lane / 4 + 8 of the warp).
-  int row_pos[2];
+  // Row (within the block) of this thread's accumulator row h of m16 tile i:
+  // lane / 4 and lane / 4 + 8 of the tile.
+  auto acc_row = [&](int i, int h) { return wm * kWR + i * 16 + (lane >> 2) + h * 8; };
+  int row_pos[MR][2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = wm * 16 + (lane >> 2) + h * 8;
-    row_pos[h] = min(b.pos_first + r / p.heads_per_block, b.pos_last);
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      row_pos[i][h] = min(b.pos_first + acc_row(i, h) / p.heads_per_block, b.pos_last);
+
+  float o[MR][kDW / 8][4];
+  float row_max[MR][2], row_sum[MR][2];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int n = 0; n < kDW / 8; ++n) o[i][n][0] = o[i][n][1] = o[i][n][2] = o[i][n][3] = 0.f;
+    row_max[i][0] = row_max[i][1] = -INFINITY;
+    row_sum[i][0] = row_sum[i][1] = 0.f;
   }
 
-  float o[kDW / 8][4];
-#pragma unroll
-  for (int n = 0; n < kDW / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-
   constexpr int kQFrags = S::kQInRegs ? kDW / 16 : 1;
-  uint32_t q_frag[kQFrags][4];
-  auto load_q_frag = [&](int ks, uint32_t(&a)[4]) {
-    const int r = wm * 16 + (lane & 15);
+  uint32_t q_frag[MR][kQFrags][4];
+  auto load_q_frag = [&](int i, int ks, uint32_t(&a)[4]) {
+    const int r = wm * kWR + i * 16 + (lane & 15);
     const int c = (wd * kDW + ks * 16) / 8 + (lane >> 4);
     LdMatrixX4(SmemAddr(q_s + TileOffset<D>(r, c)), a);
   };
@@ -265,7 +306,9 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
     if constexpr (S::kQInRegs) {
       if (tile == 0) {
 #pragma unroll
-        for (int ks = 0; ks < kDW / 16; ++ks) load_q_frag(ks, q_frag[ks]);
+        for (int i = 0; i < MR; ++i)
+#pragma unroll
+          for (int ks = 0; ks < kDW / 16; ++ks) load_q_frag(i, ks, q_frag[i][ks]);
       }
     }
     const __nv_bfloat16* ks_s = k_s + stage * BN * D;
@@ -285,129 +328,304 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
       __syncthreads();
     }
 
-    // S = Q K^T over this warp's head_dim columns.
-    float s[BN / 8][4];
+    // S = Q K^T over this warp's head_dim columns; each K fragment feeds the
+    // warp's MR row tiles.
+    float s[MR][kNT][4];
 #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < kDW / 16; ++ks) {
-      uint32_t a_tmp[4];
-      if constexpr (!S::kQInRegs) load_q_frag(ks, a_tmp);
-      const uint32_t(&a)[4] = S::kQInRegs ? q_frag[S::kQInRegs ? ks : 0] : a_tmp;
+      uint32_t a_tmp[MR][4];
+      if constexpr (!S::kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < MR; ++i) load_q_frag(i, ks, a_tmp[i]);
+      }
 #pragma unroll
       for (int n2 = 0; n2 < BN / 16; ++n2) {
         uint32_t bk[4];
         const int r = n2 * 16 + (lane & 7) + ((lane >> 4) << 3);
         const int c = (wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
         LdMatrixX4(SmemAddr(ks_s + TileOffset<D>(r, c)), bk);
-        Mma16816(s[2 * n2], a, bk[0], bk[1]);
-        Mma16816(s[2 * n2 + 1], a, bk[2], bk[3]);
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          const uint32_t(&a)[4] = S::kQInRegs ? q_frag[i][S::kQInRegs ? ks : 0] : a_tmp[i];
+          Mma16816(s[i][2 * n2], a, bk[0], bk[1]);
+          Mma16816(s[i][2 * n2 + 1], a, bk[2], bk[3]);
+        }
       }
     }
+
+    // The full S (summed over the WD column warps) for this warp's n8 tiles
+    // [n_lo, n_lo + kOwn): all of them, or with PX its 1 / WD share.
+    auto red_at = [&](int w, int i, int n) -> float4& {
+      return red_s[(((w * WM + wm) * MR + i) * kNT + n) * 32 + lane];
+    };
+    float x[MR][kOwn][4];
     if constexpr (WD > 1) {
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
-        red_s[((wd * WM + wm) * (BN / 8) + n) * 32 + lane] =
-            make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+      for (int i = 0; i < MR; ++i)
+#pragma unroll
+        for (int n = 0; n < kNT; ++n)
+          red_at(wd, i, n) = make_float4(s[i][n][0], s[i][n][1], s[i][n][2], s[i][n][3]);
       __syncthreads();
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n) {
-        float4 t = red_s[(wm * (BN / 8) + n) * 32 + lane];
+      for (int i = 0; i < MR; ++i) {
 #pragma unroll
-        for (int w = 1; w < WD; ++w) {
-          const float4 x = red_s[((w * WM + wm) * (BN / 8) + n) * 32 + lane];
-          t.x += x.x, t.y += x.y, t.z += x.z, t.w += x.w;
+        for (int j = 0; j < kOwn; ++j) {
+          // Summed in warp order 0..WD-1; without PX this warp's own partial
+          // comes from its registers.
+          float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+          for (int w = 0; w < WD; ++w) {
+            float4 v;
+            if (!PX && w == wd)
+              v = make_float4(s[i][j][0], s[i][j][1], s[i][j][2], s[i][j][3]);
+            else
+              v = red_at(w, i, n_lo + j);
+            if (w == 0)
+              t = v;
+            else
+              t.x += v.x, t.y += v.y, t.z += v.z, t.w += v.w;
+          }
+          x[i][j][0] = t.x, x[i][j][1] = t.y, x[i][j][2] = t.z, x[i][j][3] = t.w;
         }
-        s[n][0] = t.x, s[n][1] = t.y, s[n][2] = t.z, s[n][3] = t.w;
       }
+    } else {
+#pragma unroll
+      for (int i = 0; i < MR; ++i)
+#pragma unroll
+        for (int j = 0; j < kOwn; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) x[i][j][e] = s[i][j][e];
     }
 
     // Mask (only tiles that cross a boundary), scale into log2 units.
     const bool full = u0 >= b.valid_lo && u0 + BN - 1 <= b.pos_first &&
                       (p.window == 0 || b.pos_last - u0 < p.window);
 #pragma unroll
-    for (int n = 0; n < BN / 8; ++n) {
+    for (int i = 0; i < MR; ++i) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * p.scale_log2;
-        if (!full) {
-          const int u = u0 + n * 8 + ((lane & 3) << 1) + (e & 1);
-          const int pos = row_pos[e >> 1];
-          if (u < 0 || u > pos || (p.window > 0 && pos - u >= p.window)) x = -INFINITY;
+      for (int j = 0; j < kOwn; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = x[i][j][e] * p.scale_log2;
+          if (!full) {
+            const int u = u0 + (n_lo + j) * 8 + ((lane & 3) << 1) + (e & 1);
+            const int pos = row_pos[i][e >> 1];
+            if (u < 0 || u > pos || (p.window > 0 && pos - u >= p.window)) v = -INFINITY;
+          }
+          x[i][j][e] = v;
         }
-        s[n][e] = x;
       }
     }
 
-    // Online softmax; rows are spread over the 4 lanes of a quad.
+    // Online softmax; rows are spread over the 4 lanes of a quad, and with PX
+    // over the WD warps of a row group. PX == 1: the warps exchange their row
+    // maxima, then exponentiate against the row's maximum and exchange P.
+    // PX == 2: each warp exponentiates against its own maximum and publishes
+    // it with P in one exchange; a reader scales each warp's P fragments by
+    // 2^(its maximum - the row's maximum) (in bf16, so the row sums use the
+    // same rounded factors).
+    float mx[MR][2];  // this warp's row maxima (including the running one)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = row_max[h];
+    for (int i = 0; i < MR; ++i) {
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.f : mx;
-      const float alpha = Exp2(row_max[h] - base);
-      row_max[h] = mx;
-      float sum = 0.f;
+      for (int h = 0; h < 2; ++h) {
+        float m = row_max[i][h];
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n) {
-        s[n][2 * h] = Exp2(s[n][2 * h] - base);
-        s[n][2 * h + 1] = Exp2(s[n][2 * h + 1] - base);
-        sum += s[n][2 * h] + s[n][2 * h + 1];
+        for (int j = 0; j < kOwn; ++j) m = fmaxf(m, fmaxf(x[i][j][2 * h], x[i][j][2 * h + 1]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        mx[i][h] = m;
+        if constexpr (PX != 0) {
+          if ((lane & 3) == 0) max_s[acc_row(i, h) * WD + wd] = m;
+        }
       }
-      row_sum[h] = row_sum[h] * alpha + sum;
+    }
+    // PX == 1: P (bf16) over the partial-S space: every warp read its partials
+    // before the maxima barrier. PX == 2: there is no such barrier, so a
+    // warp's P tiles go where only it read: the first 256 bytes of warp 0's
+    // partial of the same tile.
+    auto p_at = [&](int i, int n) -> uint2& {
+      if constexpr (PX == 2)
+        return reinterpret_cast<uint2*>(red_s + ((wm * MR + i) * kNT + n) * 32)[lane];
+      else
+        return p_s[((wm * MR + i) * kNT + n) * 32 + lane];
+    };
+    auto store_p = [&] {
 #pragma unroll
-      for (int n = 0; n < kDW / 8; ++n) o[n][2 * h] *= alpha, o[n][2 * h + 1] *= alpha;
+      for (int i = 0; i < MR; ++i)
+#pragma unroll
+        for (int j = 0; j < kOwn; ++j)
+          p_at(i, n_lo + j) = make_uint2(PackBf16(x[i][j][0], x[i][j][1]),
+                                         PackBf16(x[i][j][2], x[i][j][3]));
+    };
+    float sum_own[MR][2];
+    if constexpr (PX == 2) {
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float base = mx[i][h] == -INFINITY ? 0.f : mx[i][h];
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < kOwn; ++j) {
+            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
+            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
+            sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
+          }
+          sum_own[i][h] = sum;
+        }
+      }
+      __syncwarp();  // all lanes have read the partials that P overwrites
+      store_p();
+    }
+    if constexpr (PX != 0) __syncthreads();
+    __nv_bfloat162 p_scale[MR][2][PX == 2 ? WD : 1];  // PX == 2: per source warp
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m = mx[i][h];
+        float v[WD];
+        if constexpr (PX != 0) {
+          row_values(acc_row(i, h), v);
+#pragma unroll
+          for (int w = 0; w < WD; ++w) m = fmaxf(m, v[w]);
+        }
+        const float base = m == -INFINITY ? 0.f : m;
+        const float alpha = Exp2(row_max[i][h] - base);
+        row_max[i][h] = m;
+        if constexpr (PX == 2) {
+#pragma unroll
+          for (int w = 0; w < WD; ++w)
+            p_scale[i][h][w] = __float2bfloat162_rn(v[w] == -INFINITY ? 0.f : Exp2(v[w] - base));
+          const float own = mx[i][h] == -INFINITY
+                                ? 0.f
+                                : __bfloat162float(__float2bfloat16_rn(Exp2(mx[i][h] - base)));
+          row_sum[i][h] = row_sum[i][h] * alpha + sum_own[i][h] * own;  // this warp's keys
+        } else {
+          float sum = 0.f;
+#pragma unroll
+          for (int j = 0; j < kOwn; ++j) {
+            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
+            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
+            sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
+          }
+          row_sum[i][h] = row_sum[i][h] * alpha + sum;  // PX == 1: this warp's keys
+        }
+#pragma unroll
+        for (int n = 0; n < kDW / 8; ++n) o[i][n][2 * h] *= alpha, o[i][n][2 * h + 1] *= alpha;
+      }
+    }
+    if constexpr (PX == 1) {
+      store_p();
+      __syncthreads();
     }
 
-    // O += P V over this warp's columns; P's accumulator layout is the A layout.
+    // P as bf16 A fragments (the accumulator layout is the A layout): from
+    // registers, or with PX gathered from the row group's warps.
+    auto p_frag = [&](int i, int kk, uint32_t(&a)[4]) {
+      if constexpr (PX != 0) {
+        const uint2 lo = p_at(i, 2 * kk), hi = p_at(i, 2 * kk + 1);
+        a[0] = lo.x, a[1] = lo.y, a[2] = hi.x, a[3] = hi.y;
+        if constexpr (PX == 2) {
+          constexpr int kW = PX == 2 ? WD : 1;
+          const int w0 = min(2 * kk / kOwn, kW - 1), w1 = min((2 * kk + 1) / kOwn, kW - 1);
+          a[0] = ScaleBf16x2(a[0], p_scale[i][0][w0]);
+          a[1] = ScaleBf16x2(a[1], p_scale[i][1][w0]);
+          a[2] = ScaleBf16x2(a[2], p_scale[i][0][w1]);
+          a[3] = ScaleBf16x2(a[3], p_scale[i][1][w1]);
+        }
+      } else {
+        const int k0 = PX ? 0 : 2 * kk, k1 = PX ? 0 : 2 * kk + 1;  // compile-time indices
+        a[0] = PackBf16(x[i][k0][0], x[i][k0][1]);
+        a[1] = PackBf16(x[i][k0][2], x[i][k0][3]);
+        a[2] = PackBf16(x[i][k1][0], x[i][k1][1]);
+        a[3] = PackBf16(x[i][k1][2], x[i][k1][3]);
+      }
+    };
+
+    // O += P V over this warp's columns; each V fragment feeds MR row tiles.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t a[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
-                             PackBf16(s[2 * kk][2], s[2 * kk][3]),
-                             PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t a[MR][4];
+#pragma unroll
+      for (int i = 0; i < MR; ++i) p_frag(i, kk, a[i]);
 #pragma unroll
       for (int n2 = 0; n2 < kDW / 16; ++n2) {
         uint32_t bv[4];
         const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
         const int c = (wd * kDW + n2 * 16) / 8 + (lane >> 4);
         LdMatrixX4Trans(SmemAddr(vs_s + TileOffset<D>(r, c)), bv);
-        Mma16816(o[2 * n2], a, bv[0], bv[1]);
-        Mma16816(o[2 * n2 + 1], a, bv[2], bv[3]);
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          Mma16816(o[i][2 * n2], a[i], bv[0], bv[1]);
+          Mma16816(o[i][2 * n2 + 1], a[i], bv[2], bv[3]);
+        }
       }
     }
   }
   CpAsyncWait<0>();
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  for (int i = 0; i < MR; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_sum[i][h] += __shfl_xor_sync(0xffffffffu, row_sum[i][h], 1);
+      row_sum[i][h] += __shfl_xor_sync(0xffffffffu, row_sum[i][h], 2);
+    }
+  }
+  if constexpr (PX != 0) {
+    // Every warp summed only its keys. PX == 1: max_s is free (its last reads
+    // came before the P barrier of the last tile, which every warp has
+    // passed); PX == 2 reads it after that barrier.
+    if constexpr (PX == 2) __syncthreads();
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if ((lane & 3) == 0) max_s[acc_row(i, h) * WD + wd] = row_sum[i][h];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v[WD];
+        row_values(acc_row(i, h), v);
+        float t = 0.f;
+#pragma unroll
+        for (int w = 0; w < WD; ++w) t += v[w];
+        row_sum[i][h] = t;
+      }
+    }
   }
 
   const int rows_valid = min(p.tokens_per_block, b.num_tokens) * p.heads_per_block;
   if (p.num_splits == 1) {
-    // Normalize, stage this warp's [16, kDW] piece in its own corner of q_s
+    // Normalize, stage this warp's [kWR, kDW] piece in its own corner of q_s
     // (only this warp ever read it), then write 16-byte rows.
     if (b.num_tiles == 0) __syncthreads();  // q_s may still be loading
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
-      const int r = wm * 16 + (lane >> 2) + h * 8;
+    for (int i = 0; i < MR; ++i) {
 #pragma unroll
-      for (int n = 0; n < kDW / 8; ++n) {
-        const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
-        *reinterpret_cast<uint32_t*>(q_s + TileOffset<D>(r, col / 8) + (col & 7)) =
-            PackBf16(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      for (int h = 0; h < 2; ++h) {
+        const float inv = row_sum[i][h] > 0.f ? 1.f / row_sum[i][h] : 0.f;
+        const int r = acc_row(i, h);
+#pragma unroll
+        for (int n = 0; n < kDW / 8; ++n) {
+          const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
+          *reinterpret_cast<uint32_t*>(q_s + TileOffset<D>(r, col / 8) + (col & 7)) =
+              PackBf16(o[i][n][2 * h] * inv, o[i][n][2 * h + 1] * inv);
+        }
       }
     }
     __syncwarp();
     constexpr int kWarpChunks = kDW / 8;
-    for (int i = lane; i < 16 * kWarpChunks; i += 32) {
-      const int r = wm * 16 + i / kWarpChunks;
+    for (int i = lane; i < kWR * kWarpChunks; i += 32) {
+      const int r = wm * kWR + i / kWarpChunks;
       const int c = wd * kWarpChunks + i % kWarpChunks;
       if (r >= rows_valid) continue;
       const int64_t row = (int64_t)(b.q_begin + b.token0 + r / p.heads_per_block) * p.num_heads +
@@ -419,20 +637,23 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES>::kThreads, 1)
     // Split-K partials: [seq][head][split] x (acc[D], max, sum, 2 pad), unnormalized.
     const int split = static_cast<int>(blockIdx.y) % p.num_splits;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm * 16 + (lane >> 2) + h * 8;
-      if (r >= rows_valid) continue;
-      const int head = b.head0 + r % p.heads_per_block;
-      float* part = p.partial +
-                    ((int64_t)(b.seq * p.num_heads + head) * p.num_splits + split) * (D + 4);
+    for (int i = 0; i < MR; ++i) {
 #pragma unroll
-      for (int n = 0; n < kDW / 8; ++n) {
-        const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
-        *reinterpret_cast<float2*>(part + col) = make_float2(o[n][2 * h], o[n][2 * h + 1]);
-      }
-      if (wd == 0 && (lane & 3) == 0) {
-        part[D] = row_max[h];
-        part[D + 1] = row_sum[h];
+      for (int h = 0; h < 2; ++h) {
+        const int r = acc_row(i, h);
+        if (r >= rows_valid) continue;
+        const int head = b.head0 + r % p.heads_per_block;
+        float* part = p.partial +
+                      ((int64_t)(b.seq * p.num_heads + head) * p.num_splits + split) * (D + 4);
+#pragma unroll
+        for (int n = 0; n < kDW / 8; ++n) {
+          const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
+          *reinterpret_cast<float2*>(part + col) = make_float2(o[i][n][2 * h], o[i][n][2 * h + 1]);
+        }
+        if (wd == 0 && (lane & 3) == 0) {
+          part[D] = row_max[i][h];
+          part[D + 1] = row_sum[i][h];
+        }
       }
     }
   }

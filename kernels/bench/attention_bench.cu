@@ -3,6 +3,11 @@
 // Gemma 4 31B attention shapes. Prints one JSON document, then a table.
 //
 //   attention-bench [--quick]     (--quick: 8K prefill and 8K decode only)
+//   attention-bench --configs [TOKENS,...]   (default 8192,32768,131072)
+//     every compiled prefill configuration of both layers (plus, for the
+//     global layer, a 2048-token chunk at depth 126976 as gemma-bench's 128K
+//     prefill runs it), no autotuning, no decode: one table row per (layer,
+//     tokens, configuration) with tok/s, TFLOP/s and the ratio to the default.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -73,11 +78,11 @@ constexpr Layer kSliding{"sliding D256 w1024", 256, 32, 16, 1024};
 
 // Median of `reps` event-timed calls of fn (after one warm-up), in ms.
 template <typename Fn>
-float TimeMs(int reps, Fn fn) {
+float TimeMs(int reps, Fn fn, bool warm_up = true) {
   cudaEvent_t a, b;
   CHECK_CUDA(cudaEventCreate(&a));
   CHECK_CUDA(cudaEventCreate(&b));
-  fn();
+  if (warm_up) fn();
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<float> ms;
   for (int i = 0; i < reps; ++i) {
@@ -102,36 +107,99 @@ struct PrefillResult {
   float tuned_ms, default_ms, tflops_tuned;
 };
 
-PrefillResult BenchPrefill(const Layer& L, int tokens) {
-  const size_t q_elems = static_cast<size_t>(tokens) * L.num_heads * L.head_dim;
-  const size_t kv_elems = static_cast<size_t>(tokens) * L.num_kv_heads * L.head_dim;
-  __nv_bfloat16* q = RandomBf16(q_elems, 1, 0.5f);
-  __nv_bfloat16* k = RandomBf16(kv_elems, 2, 1.f);
-  __nv_bfloat16* v = RandomBf16(kv_elems, 3, 1.f);
-  __nv_bfloat16* out = DeviceAlloc<__nv_bfloat16>(q_elems);
-  int* slot = DeviceInts({0});
-  int* offsets = DeviceInts({0, tokens});
-  int* pos0 = DeviceInts({0});
+// One prefill problem: a sequence of `tokens` queries from position `pos0`
+// (its earlier keys already cached), random data.
+struct PrefillProblem {
+  PrefillProblem(const Layer& L, int tokens, int pos0 = 0);
+  PrefillProblem(const PrefillProblem&) = delete;
+  PrefillProblem& operator=(const PrefillProblem&) = delete;
+  ~PrefillProblem() {
+    for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets,
+                      (void*)pos0})
+      cudaFree(ptr);
+  }
+  double Tflops(float ms) const {
+    return 4.0 * layer.head_dim * layer.num_heads * keys / (ms * 1e9);
+  }
+
+  const Layer& layer;
+  __nv_bfloat16 *q, *k, *v, *out;
+  int *slot, *offsets, *pos0;
+  double keys = 0;  // sum over queries of keys attended
   AttentionParams p;
+};
+
+PrefillProblem::PrefillProblem(const Layer& L, int tokens, int first_pos) : layer(L) {
+  const size_t q_elems = static_cast<size_t>(tokens) * L.num_heads * L.head_dim;
+  const size_t kv_elems = static_cast<size_t>(first_pos + tokens) * L.num_kv_heads * L.head_dim;
+  q = RandomBf16(q_elems, 1, 0.5f);
+  k = RandomBf16(kv_elems, 2, 1.f);
+  v = RandomBf16(kv_elems, 3, 1.f);
+  out = DeviceAlloc<__nv_bfloat16>(q_elems);
+  slot = DeviceInts({0});
+  offsets = DeviceInts({0, tokens});
+  pos0 = DeviceInts({first_pos});
   p.q = q, p.out = out, p.k_cache = k, p.v_cache = v;
-  p.num_slots = 1, p.capacity = tokens, p.ring = false;
+  p.num_slots = 1, p.capacity = first_pos + tokens, p.ring = false;
   p.num_heads = L.num_heads, p.num_kv_heads = L.num_kv_heads, p.head_dim = L.head_dim;
   p.window = L.window, p.scale = 1.f;
   p.num_seqs = 1, p.seq_slot = slot, p.q_offsets = offsets, p.q_pos0 = pos0;
   p.max_q_len = tokens;
+  for (long t = first_pos; t < first_pos + tokens; ++t)
+    keys += L.window > 0 ? std::min<long>(t + 1, L.window) : t + 1;
+}
 
-  CheckLaunch(gemma::kernels::AutotunePrefillAttention(p, nullptr));
+// --configs: every configuration at each size, then (global layer) one
+// 2048-token chunk at depth 126K as gemma-bench's chunked 128K prefill runs
+// it ("c2048@126976"); the largest sizes get one timed run (the smaller ones
+// already warmed every kernel up).
+int BenchConfigs(const std::vector<int>& sizes) {
+  std::printf("%-20s %13s %-18s %12s %8s %9s\n", "prefill", "tokens", "config", "tok/s", "TFLOP/s",
+              "vs default");
+  struct Shape {
+    const Layer* layer;
+    int tokens, pos0;
+  };
+  std::vector<Shape> shapes;
+  for (const Layer* L : {&kGlobal, &kSliding}) {
+    for (int tokens : sizes) shapes.push_back({L, tokens, 0});
+    if (L == &kGlobal) shapes.push_back({L, 2048, 131072 - 4096});
+  }
+  for (const Shape& sh : shapes) {
+    const Layer* L = sh.layer;
+    const int tokens = sh.tokens;
+    const std::string label =
+        sh.pos0 > 0 ? "c" + std::to_string(tokens) + "@" + std::to_string(sh.pos0)
+                    : std::to_string(tokens);
+    PrefillProblem prob(*L, tokens, sh.pos0);
+    const int reps = tokens >= 131072 ? 1 : tokens >= 32768 || sh.pos0 > 0 ? 3 : 7;
+    const std::vector<std::string> names = gemma::kernels::PrefillAttentionConfigs(L->head_dim);
+    float default_ms = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto launch = [&] {
+        CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(prob.p, names[i], nullptr));
+      };
+      const float ms = TimeMs(reps, launch, tokens < 131072);
+      if (i == 0) default_ms = ms;  // the first configuration is the default
+      std::printf("%-20s %13s %-18s %12.0f %8.1f %8.3fx\n", L->name, label.c_str(),
+                  names[i].c_str(), tokens / (ms * 1e-3), prob.Tflops(ms), default_ms / ms);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+PrefillResult BenchPrefill(const Layer& L, int tokens) {
+  PrefillProblem prob(L, tokens);
+  CheckLaunch(gemma::kernels::AutotunePrefillAttention(prob.p, nullptr));
   const int reps = tokens >= 131072 ? 2 : tokens >= 32768 ? 3 : 10;
   PrefillResult r{&L, tokens, "", 0, 0, 0};
-  r.tuned_ms = TimeMs(reps, [&] { CheckLaunch(gemma::kernels::LaunchPrefillAttention(p, nullptr)); });
+  r.tuned_ms =
+      TimeMs(reps, [&] { CheckLaunch(gemma::kernels::LaunchPrefillAttention(prob.p, nullptr)); });
   r.default_ms = TimeMs(reps, [&] {
-    CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(p, "default", nullptr));
+    CheckLaunch(gemma::kernels::LaunchPrefillAttentionWithConfig(prob.p, "default", nullptr));
   });
-  double keys = 0;  // sum over queries of keys attended
-  for (long t = 0; t < tokens; ++t) keys += L.window > 0 ? std::min<long>(t + 1, L.window) : t + 1;
-  r.tflops_tuned = static_cast<float>(4.0 * L.head_dim * L.num_heads * keys / (r.tuned_ms * 1e9));
-  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets, (void*)pos0})
-    CHECK_CUDA(cudaFree(ptr));
+  r.tflops_tuned = static_cast<float>(prob.Tflops(r.tuned_ms));
   return r;
 }
 
@@ -196,6 +264,23 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--configs") {
+    std::vector<int> sizes;
+    if (argc > 2) {
+      for (const char* c = argv[2]; *c != '\0';) {
+        char* end = nullptr;
+        sizes.push_back(static_cast<int>(std::strtol(c, &end, 10)));
+        c = *end == ',' ? end + 1 : end;
+        if (sizes.back() <= 0) {
+          std::fprintf(stderr, "bad token count list: %s\n", argv[2]);
+          return 2;
+        }
+      }
+    } else {
+      sizes = {8192, 32768, 131072};
+    }
+    return BenchConfigs(sizes);
+  }
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -21,20 +21,22 @@ class PrefillAttentionTest : public ::testing::Test {
   }
 
   // Runs every configuration of the head_dim and the autotuned launch.
-  void CheckAllConfigs(const AttentionCase& c) {
+  void CheckAllConfigs(const AttentionCase& c, bool length_aware = true) {
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
     std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim);
     ASSERT_FALSE(configs.empty());
     configs.push_back("default");
     configs.push_back("");  // "": LaunchPrefillAttention (autotunes on a miss)
-    // Slot caches, then the same keys through scrambled paged blocks of 16.
-    const AttentionParams paged = prob.PagedParams(16);
-    for (int view = 0; view < 2; ++view)
+    // Slot caches, then (length-aware only: a paged cache is never swept)
+    // the same keys through scrambled paged blocks of 16.
+    const AttentionParams paged = length_aware ? prob.PagedParams(16) : AttentionParams{};
+    for (int view = 0; view < (length_aware ? 2 : 1); ++view)
     for (const std::string& name : configs) {
       SCOPED_TRACE("config " + (name.empty() ? std::string("autotuned") : name) + (view ? " paged" : ""));
       CUDA_OK(prob.Poison());
-      const AttentionParams p = view ? paged : prob.Params();
+      AttentionParams p = view ? paged : prob.Params();
+      p.length_aware = length_aware;
       const std::string err = name.empty() ? LaunchPrefillAttention(p, nullptr)
                                            : LaunchPrefillAttentionWithConfig(p, name, nullptr);
       ASSERT_EQ(err, "");
@@ -110,6 +112,26 @@ TEST_F(PrefillAttentionTest, FixtureHeadDims) {
       CheckAllConfigs(c);
     }
   }
+}
+
+// D = 512 through the window and length-unaware paths (masks at key offsets
+// inside a BN tile, zeroed V rows), for the configurations that split S's
+// softmax over warps.
+TEST_F(PrefillAttentionTest, Global512WindowAndLengthUnaware) {
+  AttentionCase c{.head_dim = 512, .num_heads = 16, .num_kv_heads = 2, .window = 37,
+                  .capacity = 320, .num_slots = 2};
+  c.q_lens = {150, 45};
+  c.q_pos0 = {0, 203};
+  c.slots = {1, 0};
+  c.poison_unused_cache = true;
+  c.seed = 12;
+  {
+    SCOPED_TRACE("window, length-aware");
+    CheckAllConfigs(c);
+  }
+  c.window = 0;  // unaware: every row is read, the NaN ones must be masked and zeroed
+  SCOPED_TRACE("causal, length-unaware");
+  CheckAllConfigs(c, false);
 }
 
 TEST_F(PrefillAttentionTest, UnusedCacheRowsNeverMatter) {
