@@ -85,6 +85,7 @@ absl::Status GemmaServer::Load() {
   backend_options.max_context = options_.max_context;
   backend_options.num_threads = options_.num_threads;
   backend_options.random_weights = options_.random_weights;
+  backend_options.weights = options_.weights;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
   if (!backend.ok()) return backend.status();
 

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "engine/factory/backend_factory.h"
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/gemma_service.h"
@@ -31,6 +32,7 @@ struct ServerOptions {
   int num_threads = 0;                // cpu backend: 0 = all cores
   int max_tokens_per_step = 512;      // chunked-prefill token budget per engine step
   bool random_weights = false;        // cuda: model_dir holds only config.json
+  WeightDType weights = WeightDType::kBF16;  // cuda: linear layers' dtype (--weights)
   std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };

@@ -30,6 +30,13 @@ float EmbedScale(const ModelConfig& config, const CudaTuning& t) {
   return t.exact_embed_scale ? exact : Bf16ToFloat(FloatToBf16(exact));
 }
 
+// The widest attention output (o_proj's k) over the layers.
+int MaxQueryWidth(const ModelConfig& config) {
+  int widest = 0;
+  for (const LayerSpec& s : config.layers) widest = std::max(widest, config.num_heads * s.head_dim);
+  return widest;
+}
+
 }  // namespace
 
 struct CudaBackend::Impl {
@@ -72,7 +79,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
     auto parsed = LoadModelConfig(options.model_dir);
     if (!parsed.ok()) return parsed.status();
     config = *parsed;
-    auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream);
+    auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights);
     if (!w.ok()) return w.status();
     weights = std::move(*w);
     return absl::OkStatus();
@@ -80,7 +87,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   auto model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
   config = (*model)->config;
-  auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream);
+  auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream, options.weights);
   if (!w.ok()) return w.status();
   weights = std::move(*w);
   return absl::OkStatus();
@@ -103,6 +110,10 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   auto linear_or = cuda::LinearRunner::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
+  if (weights->dtype() == WeightDType::kFP8) {
+    const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
+    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveFp8(std::max(chunk_tokens, kernels::kGemvMaxBatch), max_k));
+  }
   // Logits rows per pass: bounded by memory (fp32 [rows, vocab]), at least a
   // full decode batch so a decode graph computes all its rows at once.
   const int64_t by_memory = (256LL << 20) / (4LL * config.vocab_size);
@@ -120,15 +131,15 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(host_ids.Allocate(runner->max_logit_rows() * sizeof(int32_t), true));
   lengths.assign(o.max_slots, 0);
   if (t.autotune_gemv) GEMMA_STATUS_RETURN_IF_ERROR(AutotuneGemv());
-  spdlog::info("cuda: ready: weights {:.2f} GB, KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
-               weights->bytes() / 1e9, cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
+  spdlog::info("cuda: ready: {} weights {:.2f} GB, KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
+               WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Impl::AutotuneGemv() {
   std::set<std::pair<int, int>> shapes;  // (n, k)
   const int h = config.hidden_size, inter = config.intermediate_size;
-  std::vector<std::pair<const __nv_bfloat16*, std::pair<int, int>>> mats;
+  std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const auto& w = weights->layers()[l];
     const int q_width = config.num_heads * config.layers[l].head_dim;

@@ -83,16 +83,18 @@ absl::Status LtGemm::Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* can
 }
 
 absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void* out, bool out_f32,
-                                              int m, int n, int k, cudaStream_t stream) {
-  const auto key = std::make_tuple(m, n, k, out_f32);
+                                              int m, int n, int k, cudaStream_t stream, bool fp8_inputs) {
+  const auto key = std::make_tuple(m, n, k, out_f32, fp8_inputs);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans = CUBLAS_OP_T;
   GEMMA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));
-  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, k));
+  // FP8 on Hopper needs this "TN" form (A transposed, B not), which is ours.
+  const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, in_type, k, n, k));
+  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, in_type, k, m, k));
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
   cublasLtMatmulPreference_t pref = nullptr;
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -104,7 +106,10 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
                                                            plan->c, pref, kCandidates, cands, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   GEMMA_STATUS_RETURN_IF_ERROR(LtStatus(hs, "cublasLtMatmulAlgoGetHeuristic"));
-  if (count == 0) return absl::InternalError(absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k));
+  if (count == 0) {
+    return absl::InternalError(
+        absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k, fp8_inputs ? " (fp8)" : ""));
+  }
   plan->algo = cands[0].algo;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(stream, &capturing);
@@ -118,8 +123,8 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
 }
 
 absl::Status LtGemm::Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
-                         cudaStream_t stream) {
-  auto plan = GetPlan(w, x, out, out_f32, m, n, k, stream);
+                         cudaStream_t stream, bool fp8_inputs) {
+  auto plan = GetPlan(w, x, out, out_f32, m, n, k, stream, fp8_inputs);
   if (!plan.ok()) return plan.status();
   const float alpha = 1.0f, beta = 0.0f;
   return LtStatus(cublasLtMatmul(handle_, (*plan)->desc, &alpha, w, (*plan)->a, x, (*plan)->b, &beta, out,

@@ -1,5 +1,5 @@
-// Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, fp32 accumulate,
-// bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
+// Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, or both E4M3 with
+// scale 1; fp32 accumulate, bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
 // full prefill pass) the heuristic's top candidates are timed once on the
 // real buffers and the fastest kept; other m use the heuristic's first
 // choice. Thread-safety: owned by the backend's thread.
@@ -22,14 +22,15 @@ class LtGemm {
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(void* workspace, size_t workspace_bytes,
                                                         bool autotune, int tune_m);
   ~LtGemm();
+  // fp8_inputs: w and x are E4M3 (REQUIRES: k a multiple of 16).
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool fp8_inputs = false);
 
  private:
   struct Plan;
   LtGemm() = default;
   absl::StatusOr<Plan*> GetPlan(const void* w, const void* x, void* out, bool out_f32, int m, int n,
-                                int k, cudaStream_t stream);
+                                int k, cudaStream_t stream, bool fp8_inputs);
   absl::Status Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* cands, int count, const void* w,
                     const void* x, void* out, cudaStream_t stream);
 
@@ -38,7 +39,7 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   bool autotune_ = true;
   int tune_m_ = 0;
-  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Plan>> plans_;
+  std::map<std::tuple<int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;  // m, n, k, f32, fp8
 };
 
 }  // namespace gemma::cuda

@@ -30,6 +30,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 struct Flags {
   std::string model_dir, config_dir, json_path;
+  WeightDType weights = WeightDType::kBF16;
   bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
@@ -111,6 +112,7 @@ int Run(const Flags& f) {
   o.backend = "cuda";
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
+  o.weights = f.weights;
   o.max_slots = 1;
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
   o.max_context = max_depth + static_cast<int>(f.depths.size()) * (f.decode_tokens + 2) + 16;
@@ -152,6 +154,7 @@ int Run(const Flags& f) {
   j["gpu"] = prop.name;
   j["model"] = o.model_dir;
   j["random_weights"] = f.random_weights;
+  j["weights"] = std::string(WeightDTypeName(f.weights));
   j["graphs"] = !f.no_graphs;
   j["length_aware"] = !f.no_length_aware;
   j["autotune"] = !f.no_autotune;
@@ -190,6 +193,11 @@ int main(int argc, char** argv) {
   auto* model = app.add_option("--model", f.model_dir, "model directory (config + safetensors)");
   auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
   app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
+  app.add_option_function<std::string>(
+         "--weights", [&f](const std::string& v) { f.weights = *gemma::ParseWeightDType("--weights", v); },
+         "linear layers in bf16 or fp8 (E4M3, per-channel scales)")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->default_str("bf16");
   app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
