@@ -94,7 +94,7 @@ class DeviceWeights::Planner {
   std::pair<int64_t, int64_t> Next() const { return {fp8_ ? fp8_used_ : bf16_used_, f32_used_}; }
   void EndMatrix() {
     bf16_used_ = AlignUp(bf16_used_);
-    fp8_used_ = AlignUp(fp8_used_ * 2) / 2;  // 256 bytes
+    fp8_used_ = (fp8_used_ + 255) / 256 * 256;  // bytes
     f32_used_ = AlignUp(f32_used_);
   }
   int64_t Vector(const TensorRef* src, int64_t count, float mean, float stddev) {

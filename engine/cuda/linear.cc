@@ -86,11 +86,14 @@ absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m, true), stream));
   }
-  // cuBLASLt multiplies the E4M3 codes (scale 1); the per-row weight scale and
-  // per-token activation scale are applied after, in place.
+  // cuBLASLt applies the per-row weight and per-token activation scales when
+  // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
+  // and a small kernel scales the result in place.
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
-  GEMMA_STATUS_RETURN_IF_ERROR(gemm_->Run(a.w.data, x_fp8_.get(), out, a.out_f32 != nullptr, a.m, a.n, a.k,
-                                          stream, /*fp8_inputs=*/true));
+  auto scaled = gemm_->RunFp8(a.w.data, a.w.row_scale, x_fp8_.get(), x_scale_.get<float>(), out,
+                              a.out_f32 != nullptr, a.m, a.n, a.k, stream);
+  if (!scaled.ok()) return scaled.status();
+  if (*scaled) return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
   kernels::ScaleFp8GemmParams sp;
   sp.out_bf16 = a.out_bf16;
   sp.out_f32 = a.out_f32;
@@ -102,6 +105,14 @@ absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
   return KernelStatus(kernels::LaunchScaleFp8Gemm(sp, stream));
 }
 
+absl::Status LinearRunner::Softcap(const LinearArgs& a, cudaStream_t stream) {
+  kernels::SoftcapParams sp;
+  sp.x = a.out_f32;
+  sp.count = static_cast<int64_t>(a.m) * a.n;
+  sp.cap = a.softcap;
+  return KernelStatus(kernels::LaunchSoftcap(sp, stream));
+}
+
 absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
   if (a.w.fp8()) return RunFp8(a, stream);
   if (a.m <= kernels::kGemvMaxBatch) {
@@ -109,14 +120,7 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
   }
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
   GEMMA_STATUS_RETURN_IF_ERROR(gemm_->Run(a.w.data, a.x, out, a.out_f32 != nullptr, a.m, a.n, a.k, stream));
-  if (a.softcap > 0.0f) {
-    kernels::SoftcapParams sp;
-    sp.x = a.out_f32;
-    sp.count = static_cast<int64_t>(a.m) * a.n;
-    sp.cap = a.softcap;
-    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchSoftcap(sp, stream));
-  }
-  return absl::OkStatus();
+  return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
 }
 
 absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix& w,

@@ -3,8 +3,9 @@
 // GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
 // (prefill). For fp8 weights x is first quantized to E4M3 per token (one
 // scale per row, like vLLM's dynamic FP8), into buffers sized by
-// ReserveFp8(); the scales are applied in the GEMV's store or, after the
-// cuBLASLt FP8 GEMM, by a small epilogue kernel. Decode is
+// ReserveFp8(); the scales are applied in the GEMV's store, or by cuBLASLt
+// (outer-vector scale mode) or else a small epilogue kernel after its FP8
+// GEMM. Decode is
 // graph-safe: no allocation or synchronization after construction; a GEMM's
 // first use of a shape plans it (and for the full pass size, times it).
 // Thread-safety: owned by the backend's thread.
@@ -56,6 +57,7 @@ class LinearRunner {
   LinearRunner() = default;
   int VariantFor(int n, int k, int batch, bool fp8) const;
   absl::Status RunFp8(const LinearArgs& a, cudaStream_t stream);
+  absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
   std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
 

@@ -22,15 +22,23 @@ class LtGemm {
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(void* workspace, size_t workspace_bytes,
                                                         bool autotune, int tune_m);
   ~LtGemm();
-  // fp8_inputs: w and x are E4M3 (REQUIRES: k a multiple of 16).
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
-                   cudaStream_t stream, bool fp8_inputs = false);
+                   cudaStream_t stream);
+  // E4M3 w and x (REQUIRES: k a multiple of 16): out = w_scale[n] *
+  // x_scale[m] * (w . x) through cuBLASLt's outer-vector scale mode when this
+  // cuBLASLt offers it for the shape (returns true), else the unscaled
+  // product (returns false; the caller applies the scales). The mode can be
+  // turned off with GEMMA_FP8_OUTER_VEC=0.
+  absl::StatusOr<bool> RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
+                              void* out, bool out_f32, int m, int n, int k, cudaStream_t stream);
 
  private:
   struct Plan;
   LtGemm() = default;
+  // fp8: w_scale/x_scale non-null; the plan tries the outer-vector scale mode.
   absl::StatusOr<Plan*> GetPlan(const void* w, const void* x, void* out, bool out_f32, int m, int n,
-                                int k, cudaStream_t stream, bool fp8_inputs);
+                                int k, cudaStream_t stream, bool fp8_inputs, const float* w_scale,
+                                const float* x_scale);
   absl::Status Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* cands, int count, const void* w,
                     const void* x, void* out, cudaStream_t stream);
 

@@ -174,8 +174,9 @@ int Run(const Flags& f) {
   std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
               f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", f.chunk_tokens);
-  std::printf("weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", b.weight_bytes() / 1e9,
-              b.kv_cache_bytes() / 1e9, used_gib);
+  const std::string dtype(WeightDTypeName(f.weights));
+  std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
+              b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
   for (const auto& g : gemv)
     std::printf("gemv %6d x %5d  %-6s %8.1f us  %5.2f TB/s\n", g.n, g.k, g.variant.c_str(), g.us, g.tb_s);
   std::printf("%8s %14s %14s %10s\n", "depth", "prefill tok/s", "decode tok/s", "ms/token");

@@ -18,7 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 #define EXPECT_ERROR(status, needle) EXPECT_THAT(std::string((status).message()), HasSubstr(needle))
 
-constexpr char kQ[] = "model.layers.0.self_attn.q_proj.weight";  // [512, 256] in fortunes
+constexpr char kQ[] = "model.layers.3.self_attn.q_proj.weight";  // [512, 256] in fortunes
 
 class Fp8WeightsTest : public ::testing::Test {
  protected:
@@ -49,10 +49,10 @@ TEST_F(Fp8WeightsTest, PerChannelScaleLoads) {
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelWeights& w = (*model)->weights;
   EXPECT_TRUE(w.has_fp8);
-  EXPECT_EQ(w.layers[0].q_proj.info->dtype, DType::kF8E4M3);
-  ASSERT_NE(w.layers[0].q_proj_scale.info, nullptr);
-  EXPECT_EQ(w.layers[0].q_proj_scale.info->shape, (std::vector<int64_t>{512, 1}));
-  EXPECT_EQ(w.layers[0].k_proj_scale.info, nullptr);  // still bf16
+  EXPECT_EQ(w.layers[3].q_proj.info->dtype, DType::kF8E4M3);
+  ASSERT_NE(w.layers[3].q_proj_scale.info, nullptr);
+  EXPECT_EQ(w.layers[3].q_proj_scale.info->shape, (std::vector<int64_t>{512, 1}));
+  EXPECT_EQ(w.layers[3].k_proj_scale.info, nullptr);  // still bf16
 }
 
 TEST_F(Fp8WeightsTest, FlatPerTensorAndBf16ScalesLoad) {
@@ -66,7 +66,7 @@ TEST_F(Fp8WeightsTest, FlatPerTensorAndBf16ScalesLoad) {
 
 TEST_F(Fp8WeightsTest, StaticInputScaleIsAcceptedAndIgnored) {
   AddScale("F32", {512, 1}, 4);
-  blobs_.push_back({"model.layers.0.self_attn.q_proj.input_scale", "F32", {1}, std::string(4, '\0')});
+  blobs_.push_back({"model.layers.3.self_attn.q_proj.input_scale", "F32", {1}, std::string(4, '\0')});
   EXPECT_TRUE(Load().ok());
 }
 
@@ -101,8 +101,8 @@ TEST_F(Fp8WeightsTest, Fp8ScaleIsNotAFloatScale) {
 
 TEST_F(Fp8WeightsTest, ScaleOfABf16WeightIsUnexpected) {
   AddScale("F32", {512, 1}, 4);
-  blobs_.push_back({"model.layers.0.self_attn.k_proj.weight_scale", "F32", {256, 1}, std::string(1024, '\0')});
-  EXPECT_ERROR(Load().status(), "unexpected tensor model.layers.0.self_attn.k_proj.weight_scale");
+  blobs_.push_back({"model.layers.3.self_attn.k_proj.weight_scale", "F32", {256, 1}, std::string(1024, '\0')});
+  EXPECT_ERROR(Load().status(), "unexpected tensor model.layers.3.self_attn.k_proj.weight_scale");
 }
 
 TEST_F(Fp8WeightsTest, Fp8NormIsRejected) {
