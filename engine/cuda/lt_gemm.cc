@@ -133,9 +133,20 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
                                           kCandidates, cands, &count);
   };
   cublasStatus_t hs = CUBLAS_STATUS_NOT_SUPPORTED;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream, &capturing);
   if (fp8_inputs && OuterVecWanted()) {
     plan->outer_vec_scales = SetScaleMode(plan->desc, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, w_scale, x_scale) &&
                              (hs = heuristic()) == CUBLAS_STATUS_SUCCESS && count > 0;
+    // A heuristic may offer what the run then rejects: try the first
+    // candidate once (its output is overwritten by the real call).
+    if (plan->outer_vec_scales && capturing == cudaStreamCaptureStatusNone) {
+      const float alpha = 1.0f, beta = 0.0f;
+      plan->outer_vec_scales = cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, out,
+                                              plan->c, out, plan->c, &cands[0].algo, workspace_, workspace_bytes_,
+                                              stream) == CUBLAS_STATUS_SUCCESS;
+      cudaGetLastError();
+    }
     if (!plan->outer_vec_scales) {
       SetScaleMode(plan->desc, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, nullptr, nullptr);
       spdlog::info("cuda: fp8 GEMM {}x{}x{}: no outer-vector scale mode here, scaling in an epilogue", m, n, k);
@@ -149,8 +160,6 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
         absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k, fp8_inputs ? " (fp8)" : ""));
   }
   plan->algo = cands[0].algo;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(stream, &capturing);
   if (autotune_ && m == tune_m_ && count > 1 && capturing == cudaStreamCaptureStatusNone) {
     GEMMA_STATUS_RETURN_IF_ERROR(Tune(*plan, cands, count, w, x, out, stream));
     spdlog::debug("cuda: GEMM {}x{}x{} tuned over {} candidates", m, n, k, count);
