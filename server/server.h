@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "engine/factory/backend_factory.h"
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/gemma_service.h"
@@ -34,6 +35,7 @@ struct ServerOptions {
   int kv_block_size = 16;             // tokens per KV block (cuda: 0 = per-slot caches)
   int num_kv_blocks = 0;              // 0: sized from memory (cuda: gpu_memory_utilization)
   double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory weights + KV may fill
+  WeightDType weights = WeightDType::kBF16;  // cuda: linear layers' dtype (--weights)
   std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };

@@ -32,6 +32,13 @@ float EmbedScale(const ModelConfig& config, const CudaTuning& t) {
   return t.exact_embed_scale ? exact : Bf16ToFloat(FloatToBf16(exact));
 }
 
+// The widest attention output (o_proj's k) over the layers.
+int MaxQueryWidth(const ModelConfig& config) {
+  int widest = 0;
+  for (const LayerSpec& s : config.layers) widest = std::max(widest, config.num_heads * s.head_dim);
+  return widest;
+}
+
 }  // namespace
 
 struct CudaBackend::Impl {
@@ -90,7 +97,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
     auto parsed = LoadModelConfig(options.model_dir);
     if (!parsed.ok()) return parsed.status();
     config = *parsed;
-    auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream);
+    auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights);
     if (!w.ok()) return w.status();
     weights = std::move(*w);
     return absl::OkStatus();
@@ -98,7 +105,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   auto model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
   config = (*model)->config;
-  auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream);
+  auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream, options.weights);
   if (!w.ok()) return w.status();
   weights = std::move(*w);
   return absl::OkStatus();
@@ -132,6 +139,10 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   auto linear_or = cuda::LinearRunner::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
+  if (weights->dtype() == WeightDType::kFP8) {
+    const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
+    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveFp8(std::max(chunk_tokens, kernels::kGemvMaxBatch), max_k));
+  }
   // Logits rows per pass: bounded by memory (fp32 [rows, vocab]), at least a
   // full decode batch so a decode graph computes all its rows at once.
   const int64_t by_memory = (256LL << 20) / (4LL * config.vocab_size);
@@ -160,22 +171,22 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
     // Last, so the pool gets what weights, activations and tuning left.
     GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
     if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
-    spdlog::info("cuda: ready: weights {:.2f} GB, paged KV cache {:.2f} GB (block {} tokens: {} global "
+    spdlog::info("cuda: ready: {} weights {:.2f} GB, paged KV cache {:.2f} GB (block {} tokens: {} global "
                  "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
-                 weights->bytes() / 1e9, cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
+                 WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
                  static_cast<int64_t>(cache.num_global_blocks()) * cache.block_size(),
                  cache.num_sliding_blocks(), o.max_slots, max_context, chunk_tokens);
     return absl::OkStatus();
   }
-  spdlog::info("cuda: ready: weights {:.2f} GB, KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
-               weights->bytes() / 1e9, cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
+  spdlog::info("cuda: ready: {} weights {:.2f} GB, KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
+               WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Impl::AutotuneGemv() {
   std::set<std::pair<int, int>> shapes;  // (n, k)
   const int h = config.hidden_size, inter = config.intermediate_size;
-  std::vector<std::pair<const __nv_bfloat16*, std::pair<int, int>>> mats;
+  std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const auto& w = weights->layers()[l];
     const int q_width = config.num_heads * config.layers[l].head_dim;

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/status_macros.h"
 #include "kernels/init/random_init.h"
+#include "kernels/quant/fp8_quant.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma::cuda {
@@ -67,56 +69,93 @@ class Progress {
 
 }  // namespace
 
-// Assigns every source tensor a place in the two arenas. Pieces fused by rows
-// (q|k|v, gate|up) sit back to back; every matrix starts 256-byte aligned.
+// Assigns every source tensor a place in the arenas. Pieces fused by rows
+// (q|k|v, gate|up) sit back to back (their fp8 row scales too); every matrix
+// starts 256-byte aligned.
 class DeviceWeights::Planner {
  public:
-  explicit Planner(std::vector<Piece>* pieces) : pieces_(pieces) {}
-  int64_t Rows(const TensorRef* src, int64_t count) {  // appended to the current matrix
-    pieces_->push_back({false, bf16_used_, count, src, 0.0f, kMatrixStd});
-    const int64_t at = bf16_used_;
-    bf16_used_ += count;
+  Planner(std::vector<Piece>* pieces, bool fp8) : pieces_(pieces), fp8_(fp8) {}
+  // Appends `count` elements (rows of `cols`) to the current linear-layer matrix.
+  int64_t Rows(const TensorRef* src, const TensorRef* scale, int64_t count, int cols) {
+    if (!fp8_) return Bf16Rows(src, count);
+    const int64_t at = fp8_used_;
+    const TensorRef* scale_src = scale && scale->info ? scale : nullptr;
+    pieces_->push_back({Arena::kFp8, at, count, cols, f32_used_, src, scale_src, 0.0f, kMatrixStd});
+    fp8_used_ += count;
+    f32_used_ += count / cols;
     return at;
   }
-  int64_t Matrix(const TensorRef* src, int64_t count) {
-    const int64_t at = Rows(src, count);
+  int64_t Bf16Matrix(const TensorRef* src, int64_t count) {
+    const int64_t at = Bf16Rows(src, count);
     EndMatrix();
     return at;
   }
-  void EndMatrix() { bf16_used_ = AlignUp(bf16_used_); }
+  // Where the next matrix's rows (and fp8 row scales) will start.
+  std::pair<int64_t, int64_t> Next() const { return {fp8_ ? fp8_used_ : bf16_used_, f32_used_}; }
+  void EndMatrix() {
+    bf16_used_ = AlignUp(bf16_used_);
+    fp8_used_ = (fp8_used_ + 255) / 256 * 256;  // bytes
+    f32_used_ = AlignUp(f32_used_);
+  }
   int64_t Vector(const TensorRef* src, int64_t count, float mean, float stddev) {
-    pieces_->push_back({true, f32_used_, count, src, mean, stddev});
+    pieces_->push_back({Arena::kF32, f32_used_, count, 0, 0, src, nullptr, mean, stddev});
     const int64_t at = f32_used_;
     f32_used_ = AlignUp(f32_used_ + count);
     return at;
   }
   int64_t bf16_used() const { return bf16_used_; }
   int64_t f32_used() const { return f32_used_; }
+  int64_t fp8_used() const { return fp8_used_; }
 
  private:
+  int64_t Bf16Rows(const TensorRef* src, int64_t count) {
+    pieces_->push_back({Arena::kBf16, bf16_used_, count, 0, 0, src, nullptr, 0.0f, kMatrixStd});
+    const int64_t at = bf16_used_;
+    bf16_used_ += count;
+    return at;
+  }
   std::vector<Piece>* pieces_;
-  int64_t bf16_used_ = 0, f32_used_ = 0;
+  bool fp8_;
+  int64_t bf16_used_ = 0, f32_used_ = 0, fp8_used_ = 0;
+};
+
+// A linear-layer matrix's data offset (bf16 or fp8 arena) and, for fp8, its
+// row scales' offset in the f32 arena.
+struct DeviceWeights::MatrixOffsets {
+  int64_t data = 0, scale = 0;
 };
 
 // Offsets (elements) of one layer's tensors in the arenas.
 struct DeviceWeights::LayerOffsets {
-  int64_t qkv, o, gate_up, down, qn, kn, in, post_attn, pre_ff, post_ff, scalar;
+  MatrixOffsets qkv, o, gate_up, down;
+  int64_t qn, kn, in, post_attn, pre_ff, post_ff, scalar;
 };
 
 DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelConfig& c, int l,
                                                      const LayerWeights* lw) {
   const LayerSpec& s = c.layers[l];
-  const int64_t h = c.hidden_size, inter = c.intermediate_size, d = s.head_dim;
+  const int h = c.hidden_size, inter = c.intermediate_size, d = s.head_dim;
+  const int q_width = c.num_heads * d;
+  auto start = [&pl]() {
+    const auto [data, scale] = pl.Next();
+    return MatrixOffsets{data, scale};
+  };
   LayerOffsets o;
-  o.qkv = pl.Rows(lw ? &lw->q_proj : nullptr, c.num_heads * d * h);
-  pl.Rows(lw ? &lw->k_proj : nullptr, s.num_kv_heads * d * h);
-  if (!s.k_eq_v) pl.Rows(lw ? &lw->v_proj : nullptr, s.num_kv_heads * d * h);
+  o.qkv = start();
+  pl.Rows(lw ? &lw->q_proj : nullptr, lw ? &lw->q_proj_scale : nullptr, int64_t{q_width} * h, h);
+  pl.Rows(lw ? &lw->k_proj : nullptr, lw ? &lw->k_proj_scale : nullptr, int64_t{s.num_kv_heads} * d * h, h);
+  if (!s.k_eq_v) pl.Rows(lw ? &lw->v_proj : nullptr, lw ? &lw->v_proj_scale : nullptr, int64_t{s.num_kv_heads} * d * h, h);
   pl.EndMatrix();
-  o.o = pl.Matrix(lw ? &lw->o_proj : nullptr, h * c.num_heads * d);
-  o.gate_up = pl.Rows(lw ? &lw->gate_proj : nullptr, inter * h);
-  pl.Rows(lw ? &lw->up_proj : nullptr, inter * h);
+  o.o = start();
+  pl.Rows(lw ? &lw->o_proj : nullptr, lw ? &lw->o_proj_scale : nullptr, int64_t{h} * q_width, q_width);
   pl.EndMatrix();
-  o.down = pl.Matrix(lw ? &lw->down_proj : nullptr, h * inter);
+  o.gate_up = start();
+  pl.Rows(lw ? &lw->gate_proj : nullptr, lw ? &lw->gate_proj_scale : nullptr, int64_t{inter} * h, h);
+  pl.Rows(lw ? &lw->up_proj : nullptr, lw ? &lw->up_proj_scale : nullptr, int64_t{inter} * h, h);
+  pl.EndMatrix();
+  o.down = start();
+  pl.Rows(lw ? &lw->down_proj : nullptr, lw ? &lw->down_proj_scale : nullptr, int64_t{h} * inter, inter);
+  pl.EndMatrix();
   o.qn = pl.Vector(lw ? &lw->q_norm : nullptr, d, 1.0f, 0.1f);
   o.kn = pl.Vector(lw ? &lw->k_norm : nullptr, d, 1.0f, 0.1f);
   o.in = pl.Vector(lw ? &lw->input_layernorm : nullptr, h, 1.0f, 0.1f);
@@ -127,16 +166,20 @@ DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelCon
   return o;
 }
 
+DeviceMatrix DeviceWeights::BindMatrix(const MatrixOffsets& o) const {
+  if (dtype_ == WeightDType::kFP8) return DeviceMatrix(fp8_.get<uint8_t>() + o.data, f32_.get<float>() + o.scale);
+  return DeviceMatrix(bf16_.get<__nv_bfloat16>() + o.data);
+}
+
 void DeviceWeights::BindLayer(const ModelConfig& c, int l, const LayerOffsets& o) {
   const LayerSpec& s = c.layers[l];
-  __nv_bfloat16* mb = bf16_.get<__nv_bfloat16>();
   float* fb = f32_.get<float>();
   DeviceLayer& d = layers_[l];
-  d.qkv = mb + o.qkv;
+  d.qkv = BindMatrix(o.qkv);
   d.qkv_rows = (c.num_heads + s.num_kv_heads * (s.k_eq_v ? 1 : 2)) * s.head_dim;
-  d.o_proj = mb + o.o;
-  d.gate_up = mb + o.gate_up;
-  d.down_proj = mb + o.down;
+  d.o_proj = BindMatrix(o.o);
+  d.gate_up = BindMatrix(o.gate_up);
+  d.down_proj = BindMatrix(o.down);
   d.q_norm = fb + o.qn;
   d.k_norm = fb + o.kn;
   d.input_norm = fb + o.in;
@@ -147,13 +190,20 @@ void DeviceWeights::BindLayer(const ModelConfig& c, int l, const LayerOffsets& o
 }
 
 absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
-  Planner pl(&pieces_);
-  const int64_t embed = pl.Matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * c.hidden_size);
+  if (w && w->has_fp8 && dtype_ != WeightDType::kFP8) {
+    return absl::InvalidArgumentError(
+        "the checkpoint's linear weights are FP8 (F8_E4M3): run with --weights fp8 (they are not "
+        "dequantized to bf16)");
+  }
+  Planner pl(&pieces_, dtype_ == WeightDType::kFP8);
+  const int64_t embed =
+      pl.Bf16Matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * c.hidden_size);
   const int64_t final_norm = pl.Vector(w ? &w->final_norm : nullptr, c.hidden_size, 1.0f, 0.1f);
   std::vector<LayerOffsets> offsets;
   for (int l = 0; l < c.num_layers; ++l) offsets.push_back(PlanLayer(pl, c, l, w ? &w->layers[l] : nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(bf16_.Allocate(pl.bf16_used() * 2));
   GEMMA_STATUS_RETURN_IF_ERROR(f32_.Allocate(pl.f32_used() * 4));
+  if (pl.fp8_used() > 0) GEMMA_STATUS_RETURN_IF_ERROR(fp8_.Allocate(pl.fp8_used()));
   embed_ = bf16_.get<__nv_bfloat16>() + embed;
   final_norm_ = f32_.get<float>() + final_norm;
   layers_.resize(c.num_layers);
@@ -161,39 +211,111 @@ absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceWeights::CopyPieces(cudaStream_t stream) {
-  DeviceBuffer staging[2];
-  cudaEvent_t done[2] = {nullptr, nullptr};
-  for (int i = 0; i < 2; ++i) {
-    GEMMA_STATUS_RETURN_IF_ERROR(staging[i].Allocate(kStagingBytes, /*pinned=*/true));
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
-  }
-  int64_t total = 0;
-  for (const Piece& p : pieces_) total += p.count * (p.f32 ? 4 : 2);
-  Progress progress(total);
-  absl::Status status;
-  int turn = 0;
+int64_t DeviceWeights::MaxFp8PieceCount() const {
+  int64_t most = 0;
   for (const Piece& p : pieces_) {
-    const int64_t esize = p.f32 ? 4 : 2;
-    char* base = p.f32 ? f32_.get<char>() : bf16_.get<char>();
-    for (int64_t first = 0; first < p.count && status.ok(); first += kStagingBytes / esize) {
-      const int64_t n = std::min(p.count - first, kStagingBytes / esize);
-      status.Update(CudaStatus(cudaEventSynchronize(done[turn]), "cudaEventSynchronize"));
-      ConvertRange(*p.source, first, n, p.f32, staging[turn].get());
-      status.Update(CudaStatus(cudaMemcpyAsync(base + (p.offset + first) * esize, staging[turn].get(),
-                                               n * esize, cudaMemcpyHostToDevice, stream),
-                               "weight upload"));
-      status.Update(CudaStatus(cudaEventRecord(done[turn], stream), "cudaEventRecord"));
-      turn ^= 1;
+    if (p.arena == Arena::kFp8) most = std::max(most, p.count);
+  }
+  return most;
+}
+
+// Two pinned host buffers used in turn: Next() waits until the copy that last
+// read the buffer is done.
+struct DeviceWeights::Staging {
+  DeviceBuffer buffer[2];
+  cudaEvent_t done[2] = {nullptr, nullptr};
+  int turn = 0;
+  ~Staging() {
+    for (cudaEvent_t e : done) {
+      if (e) cudaEventDestroy(e);
+    }
+  }
+  absl::Status Init() {
+    for (int i = 0; i < 2; ++i) {
+      GEMMA_STATUS_RETURN_IF_ERROR(buffer[i].Allocate(kStagingBytes, /*pinned=*/true));
+      GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<char*> Next() {
+    turn ^= 1;
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done[turn]));
+    return buffer[turn].get<char>();
+  }
+  absl::Status Upload(void* dst, size_t bytes, cudaStream_t stream) {
+    GEMMA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, buffer[turn].get(), bytes, cudaMemcpyHostToDevice, stream));
+    return CudaStatus(cudaEventRecord(done[turn], stream), "cudaEventRecord");
+  }
+};
+
+// An FP8 checkpoint's matrix: E4M3 bytes as they are, then its scales as
+// fp32 (a per-tensor scale repeated for every row).
+absl::Status DeviceWeights::CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream) {
+  for (int64_t first = 0; first < p.count; first += kStagingBytes) {
+    const int64_t n = std::min(p.count - first, kStagingBytes);
+    MODEL_ASSIGN_OR_RETURN(char* buf, staging.Next());
+    std::memcpy(buf, p.source->data() + first, n);
+    GEMMA_STATUS_RETURN_IF_ERROR(staging.Upload(fp8_.get<uint8_t>() + p.offset + first, n, stream));
+  }
+  const int64_t rows = p.count / p.cols;
+  std::vector<float> scales(static_cast<size_t>(p.scale_source->info->num_elements()));
+  ConvertToFloat(*p.scale_source, scales);
+  MODEL_ASSIGN_OR_RETURN(char* buf, staging.Next());
+  float* out = reinterpret_cast<float*>(buf);
+  for (int64_t r = 0; r < rows; ++r) out[r] = scales.size() == 1 ? scales[0] : scales[r];
+  return staging.Upload(f32_.get<float>() + p.scale_offset, rows * sizeof(float), stream);
+}
+
+// Streams every piece through two pinned staging buffers. An fp8 piece goes
+// as bf16 in chunks of whole rows into a device buffer, from which the
+// quantizer writes its E4M3 rows and row scales (stream order keeps the
+// buffer's reuse safe).
+absl::Status DeviceWeights::CopyPieces(cudaStream_t stream) {
+  Staging staging;
+  GEMMA_STATUS_RETURN_IF_ERROR(staging.Init());
+  DeviceBuffer quant_src;
+  if (MaxFp8PieceCount() > 0) GEMMA_STATUS_RETURN_IF_ERROR(quant_src.Allocate(kStagingBytes));
+  int64_t total = 0;
+  for (const Piece& p : pieces_) total += p.count * (p.arena == Arena::kF32 ? 4 : 2);
+  Progress progress(total);
+  for (const Piece& p : pieces_) {
+    const bool f32 = p.arena == Arena::kF32, fp8 = p.arena == Arena::kFp8;
+    if (fp8 && p.source->info->dtype == DType::kF8E4M3) {
+      GEMMA_STATUS_RETURN_IF_ERROR(CopyFp8Piece(p, staging, stream));
+      progress.Add(p.count * 2);
+      continue;
+    }
+    const int64_t esize = f32 ? 4 : 2;
+    int64_t step = kStagingBytes / esize;
+    if (fp8) step = step / p.cols * p.cols;
+    char* base = f32 ? f32_.get<char>() : bf16_.get<char>();
+    for (int64_t first = 0; first < p.count; first += step) {
+      const int64_t n = std::min(p.count - first, step);
+      MODEL_ASSIGN_OR_RETURN(char* buf, staging.Next());
+      ConvertRange(*p.source, first, n, f32, buf);
+      void* dst = fp8 ? quant_src.get() : base + (p.offset + first) * esize;
+      GEMMA_STATUS_RETURN_IF_ERROR(staging.Upload(dst, n * esize, stream));
+      if (fp8) {
+        kernels::QuantizeRowsFp8Params qp;
+        qp.x = quant_src.get<__nv_bfloat16>();
+        qp.out = fp8_.get<uint8_t>() + p.offset + first;
+        qp.scale = f32_.get<float>() + p.scale_offset + first / p.cols;
+        qp.rows = n / p.cols;
+        qp.cols = p.cols;
+        GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
+      }
       progress.Add(n * esize);
     }
   }
-  status.Update(CudaStatus(cudaStreamSynchronize(stream), "weight upload sync"));
-  for (cudaEvent_t e : done) cudaEventDestroy(e);
-  return status;
+  return CudaStatus(cudaStreamSynchronize(stream), "weight upload sync");
 }
 
+// fp8 pieces are drawn in bf16 (the same values as --weights bf16 with the
+// same seed) into a scratch buffer, then quantized like a checkpoint's.
 absl::Status DeviceWeights::FillRandom(uint64_t seed, cudaStream_t stream) {
+  DeviceBuffer scratch;
+  if (const int64_t most = MaxFp8PieceCount(); most > 0) GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most * 2));
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const Piece& p = pieces_[i];
     kernels::RandomFillParams rp;
@@ -201,20 +323,30 @@ absl::Status DeviceWeights::FillRandom(uint64_t seed, cudaStream_t stream) {
     rp.seed = seed * 1000003ULL + i;
     rp.mean = p.mean;
     rp.stddev = p.stddev;
-    if (p.f32) {
+    if (p.arena == Arena::kF32) {
       rp.out_f32 = f32_.get<float>() + p.offset;
     } else {
-      rp.out_bf16 = bf16_.get<__nv_bfloat16>() + p.offset;
+      rp.out_bf16 = p.arena == Arena::kBf16 ? bf16_.get<__nv_bfloat16>() + p.offset : scratch.get<__nv_bfloat16>();
     }
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
+    if (p.arena != Arena::kFp8) continue;
+    kernels::QuantizeRowsFp8Params qp;
+    qp.x = scratch.get<__nv_bfloat16>();
+    qp.out = fp8_.get<uint8_t>() + p.offset;
+    qp.scale = f32_.get<float>() + p.scale_offset;
+    qp.rows = p.count / p.cols;
+    qp.cols = p.cols;
+    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
   }
   return CudaStatus(cudaStreamSynchronize(stream), "random weights");
 }
 
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const ModelConfig& config,
                                                                      const ModelWeights& weights,
-                                                                     cudaStream_t stream) {
+                                                                     cudaStream_t stream,
+                                                                     WeightDType dtype) {
   std::unique_ptr<DeviceWeights> dw(new DeviceWeights());
+  dw->dtype_ = dtype;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, &weights));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->CopyPieces(stream));
   return dw;
@@ -222,11 +354,13 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model
 
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Random(const ModelConfig& config,
                                                                      uint64_t seed,
-                                                                     cudaStream_t stream) {
+                                                                     cudaStream_t stream,
+                                                                     WeightDType dtype) {
   std::unique_ptr<DeviceWeights> dw(new DeviceWeights());
+  dw->dtype_ = dtype;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->FillRandom(seed, stream));
-  spdlog::info("cuda: random weights, {:.2f} GB on the device", dw->bytes() / 1e9);
+  spdlog::info("cuda: random {} weights, {:.2f} GB on the device", WeightDTypeName(dtype), dw->bytes() / 1e9);
   return dw;
 }
 

@@ -1,12 +1,15 @@
 // The model's weights on the device, in the layout the CUDA forward reads:
-// bf16 matrices (nn.Linear [out, in]), fused where one pass reads them
-// together, and fp32 norm vectors and layer scalars.
+// matrices (nn.Linear [out, in]), fused where one pass reads them together,
+// and fp32 norm vectors and layer scalars. The linear layers' matrices are
+// bf16, or FP8 E4M3 with one fp32 scale per output row (--weights fp8); the
+// embedding (also the LM head) is always bf16.
 //
 //   qkv      [(heads + kv_heads * (k_eq_v ? 1 : 2)) * D, H]  q | k | v rows
 //   gate_up  [2 * I, H]                                      gate | up rows
 //
-// Built once, from a checkpoint (f16/f32 converted to bf16) or from a
-// deterministic device-side random init at the config's real shape.
+// Built once, from a checkpoint (f16/f32 converted to bf16, then quantized on
+// the device row by row for fp8) or from a deterministic device-side random
+// init at the config's real shape (quantized the same way).
 // Thread-safety: immutable after construction.
 #pragma once
 
@@ -19,17 +22,19 @@
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
+#include "engine/cuda/device_matrix.h"
+#include "engine/factory/backend_factory.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 
 namespace gemma::cuda {
 
 struct DeviceLayer {
-  __nv_bfloat16* qkv = nullptr;
+  DeviceMatrix qkv;
   int qkv_rows = 0;
-  __nv_bfloat16* o_proj = nullptr;     // [H, heads * D]
-  __nv_bfloat16* gate_up = nullptr;    // [2I, H]
-  __nv_bfloat16* down_proj = nullptr;  // [H, I]
+  DeviceMatrix o_proj;                 // [H, heads * D]
+  DeviceMatrix gate_up;                // [2I, H]
+  DeviceMatrix down_proj;              // [H, I]
   float* q_norm = nullptr;             // [D]
   float* k_norm = nullptr;             // [D]
   float* input_norm = nullptr;         // [H]
@@ -44,38 +49,52 @@ class DeviceWeights {
   // Uploads a bound checkpoint; logs progress (GB done, rate, ETA).
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(const ModelConfig& config,
                                                                const ModelWeights& weights,
-                                                               cudaStream_t stream);
+                                                               cudaStream_t stream,
+                                                               WeightDType dtype = WeightDType::kBF16);
   // Deterministic random weights: matrices ~ N(0, 0.02)-like, norms ~ 1,
   // layer scalars ~ 1, generated on the device.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Random(const ModelConfig& config,
-                                                               uint64_t seed, cudaStream_t stream);
+                                                               uint64_t seed, cudaStream_t stream,
+                                                               WeightDType dtype = WeightDType::kBF16);
 
   const __nv_bfloat16* embed() const { return embed_; }  // [V, H], also the lm_head
   const float* final_norm() const { return final_norm_; }
   const std::vector<DeviceLayer>& layers() const { return layers_; }
-  int64_t bytes() const { return static_cast<int64_t>(bf16_.bytes() + f32_.bytes()); }
+  WeightDType dtype() const { return dtype_; }
+  int64_t bytes() const { return static_cast<int64_t>(bf16_.bytes() + f32_.bytes() + fp8_.bytes()); }
 
  private:
   // One source tensor's place in a device arena (offsets in elements).
+  enum class Arena { kBf16, kF32, kFp8 };
   struct Piece {
-    bool f32 = false;            // fp32 arena (norms, scalars) or bf16 arena
+    Arena arena = Arena::kBf16;
     int64_t offset = 0;
     int64_t count = 0;
+    int cols = 0;                // fp8: row length (rows are quantized whole)
+    int64_t scale_offset = 0;    // fp8: f32 arena offset of the row scales
     const TensorRef* source = nullptr;  // nullptr for random weights
+    const TensorRef* scale_source = nullptr;  // fp8 from an FP8 checkpoint: its row scales
     float mean = 0.0f;           // random init
     float stddev = 0.0f;
   };
   class Planner;
+  struct MatrixOffsets;
   struct LayerOffsets;
   absl::Status Plan(const ModelConfig& config, const ModelWeights* weights);
   static LayerOffsets PlanLayer(Planner& planner, const ModelConfig& config, int layer,
                                 const LayerWeights* weights);
   void BindLayer(const ModelConfig& config, int layer, const LayerOffsets& offsets);
+  DeviceMatrix BindMatrix(const MatrixOffsets& o) const;
   absl::Status CopyPieces(cudaStream_t stream);
+  struct Staging;
+  absl::Status CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream);
   absl::Status FillRandom(uint64_t seed, cudaStream_t stream);
+  int64_t MaxFp8PieceCount() const;
 
-  DeviceBuffer bf16_;  // every matrix
-  DeviceBuffer f32_;   // norms and scalars
+  DeviceBuffer bf16_;  // bf16 matrices (all of them, or the embedding only)
+  DeviceBuffer f32_;   // norms, scalars and fp8 row scales
+  DeviceBuffer fp8_;   // fp8 matrices (E4M3 bits)
+  WeightDType dtype_ = WeightDType::kBF16;
   __nv_bfloat16* embed_ = nullptr;
   float* final_norm_ = nullptr;
   std::vector<DeviceLayer> layers_;

@@ -1,6 +1,11 @@
-// y[m, n] = x[m, k] . w[n, k]^T for bf16 weights in nn.Linear layout. Up to
-// kGemvMaxBatch rows run the bandwidth-bound GEMV kernel (decode); more rows
-// run a cuBLASLt bf16 GEMM with fp32 accumulation (prefill). Decode is
+// y[m, n] = x[m, k] . w[n, k]^T for weights in nn.Linear layout, bf16 or FP8
+// E4M3 with per-row scales. Up to kGemvMaxBatch rows run the bandwidth-bound
+// GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
+// (prefill). For fp8 weights x is first quantized to E4M3 per token (one
+// scale per row, like vLLM's dynamic FP8), into buffers sized by
+// ReserveFp8(); the scales are applied in the GEMV's store, or by cuBLASLt
+// (outer-vector scale mode) or else a small epilogue kernel after its FP8
+// GEMM. Decode is
 // graph-safe: no allocation or synchronization after construction; a GEMM's
 // first use of a shape plans it (and for the full pass size, times it).
 // Thread-safety: owned by the backend's thread.
@@ -10,16 +15,18 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/cuda_util.h"
+#include "engine/cuda/device_matrix.h"
 #include "engine/cuda/lt_gemm.h"
 
 namespace gemma::cuda {
 
 struct LinearArgs {
-  const __nv_bfloat16* w = nullptr;  // [n, k]
+  DeviceMatrix w;                     // [n, k]
   const __nv_bfloat16* x = nullptr;  // [m, k]
   __nv_bfloat16* out_bf16 = nullptr; // [m, n], or
   float* out_f32 = nullptr;          // [m, n]
@@ -33,22 +40,33 @@ class LinearRunner {
   // Autotune()).
   static absl::StatusOr<std::unique_ptr<LinearRunner>> Create(bool autotune, int tune_m);
   absl::Status Run(const LinearArgs& a, cudaStream_t stream);
+  // Allocates the per-token quantized activations fp8 weights need: up to
+  // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
+  absl::Status ReserveFp8(int max_m, int max_k);
 
   // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
   // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
-  absl::Status Autotune(int n, int k, int batch, const __nv_bfloat16* w, const __nv_bfloat16* x,
+  // fp8 `w`: the fp8 GEMV tilings (x is quantized first; ReserveFp8 first).
+  absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
   int num_tuned() const { return static_cast<int>(best_.size()); }
 
  private:
   LinearRunner() = default;
-  int VariantFor(int n, int k, int batch) const;
+  int VariantFor(int n, int k, int batch, bool fp8) const;
+  absl::Status RunFp8(const LinearArgs& a, cudaStream_t stream);
+  absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
+  absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
+  std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
 
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
-  std::map<std::tuple<int, int, int>, int> best_;  // (n, k, batch) -> GEMV variant
+  std::map<std::tuple<int, int, int, bool>, int> best_;  // (n, k, batch, fp8) -> GEMV variant
+  DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
+  DeviceBuffer x_scale_;  // fp32 [max_m]
+  int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
 };
 
 }  // namespace gemma::cuda

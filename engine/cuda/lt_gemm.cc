@@ -1,5 +1,8 @@
 #include "engine/cuda/lt_gemm.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_util.h"
 #include "spdlog/spdlog.h"
@@ -16,6 +19,26 @@ absl::Status LtStatus(cublasStatus_t st, const char* what) {
 
 #define GEMMA_LT_RETURN_IF_ERROR(expr) GEMMA_STATUS_RETURN_IF_ERROR(LtStatus((expr), #expr))
 
+bool OuterVecWanted() {
+  const char* env = std::getenv("GEMMA_FP8_OUTER_VEC");
+  return env == nullptr || std::string(env) != "0";
+}
+
+// Sets A's and B's scale mode and pointers; false when this cuBLASLt rejects
+// the attributes (older versions do not know them).
+bool SetScaleMode(cublasLtMatmulDesc_t desc, cublasLtMatmulMatrixScale_t mode, const float* a_scale,
+                  const float* b_scale) {
+  const int32_t m = mode;
+  return cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &m, sizeof(m)) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &m, sizeof(m)) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)) ==
+             CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 // Column-major view: out^T [n, m] = (w as [k, n])^T . (x as [k, m]).
@@ -23,6 +46,7 @@ struct LtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool outer_vec_scales = false;  // fp8: cuBLASLt applies the row/column scales
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -83,16 +107,19 @@ absl::Status LtGemm::Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* can
 }
 
 absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void* out, bool out_f32,
-                                              int m, int n, int k, cudaStream_t stream) {
-  const auto key = std::make_tuple(m, n, k, out_f32);
+                                              int m, int n, int k, cudaStream_t stream, bool fp8_inputs,
+                                              const float* w_scale, const float* x_scale) {
+  const auto key = std::make_tuple(m, n, k, out_f32, fp8_inputs);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans = CUBLAS_OP_T;
   GEMMA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));
-  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, k));
+  // FP8 on Hopper needs this "TN" form (A transposed, B not), which is ours.
+  const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, in_type, k, n, k));
+  GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, in_type, k, m, k));
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
   cublasLtMatmulPreference_t pref = nullptr;
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -100,14 +127,39 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
                                        sizeof(workspace_bytes_));
   cublasLtMatmulHeuristicResult_t cands[kCandidates];
   int count = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c,
-                                                           plan->c, pref, kCandidates, cands, &count);
-  cublasLtMatmulPreferenceDestroy(pref);
-  GEMMA_STATUS_RETURN_IF_ERROR(LtStatus(hs, "cublasLtMatmulAlgoGetHeuristic"));
-  if (count == 0) return absl::InternalError(absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k));
-  plan->algo = cands[0].algo;
+  auto heuristic = [&]() {
+    count = 0;
+    return cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
+                                          kCandidates, cands, &count);
+  };
+  cublasStatus_t hs = CUBLAS_STATUS_NOT_SUPPORTED;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(stream, &capturing);
+  if (fp8_inputs && OuterVecWanted()) {
+    plan->outer_vec_scales = SetScaleMode(plan->desc, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, w_scale, x_scale) &&
+                             (hs = heuristic()) == CUBLAS_STATUS_SUCCESS && count > 0;
+    // A heuristic may offer what the run then rejects: try the first
+    // candidate once (its output is overwritten by the real call).
+    if (plan->outer_vec_scales && capturing == cudaStreamCaptureStatusNone) {
+      const float alpha = 1.0f, beta = 0.0f;
+      plan->outer_vec_scales = cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, out,
+                                              plan->c, out, plan->c, &cands[0].algo, workspace_, workspace_bytes_,
+                                              stream) == CUBLAS_STATUS_SUCCESS;
+      cudaGetLastError();
+    }
+    if (!plan->outer_vec_scales) {
+      SetScaleMode(plan->desc, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, nullptr, nullptr);
+      spdlog::info("cuda: fp8 GEMM {}x{}x{}: no outer-vector scale mode here, scaling in an epilogue", m, n, k);
+    }
+  }
+  if (!plan->outer_vec_scales) hs = heuristic();
+  cublasLtMatmulPreferenceDestroy(pref);
+  GEMMA_STATUS_RETURN_IF_ERROR(LtStatus(hs, "cublasLtMatmulAlgoGetHeuristic"));
+  if (count == 0) {
+    return absl::InternalError(
+        absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k, fp8_inputs ? " (fp8)" : ""));
+  }
+  plan->algo = cands[0].algo;
   if (autotune_ && m == tune_m_ && count > 1 && capturing == cudaStreamCaptureStatusNone) {
     GEMMA_STATUS_RETURN_IF_ERROR(Tune(*plan, cands, count, w, x, out, stream));
     spdlog::debug("cuda: GEMM {}x{}x{} tuned over {} candidates", m, n, k, count);
@@ -119,13 +171,29 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
 
 absl::Status LtGemm::Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
                          cudaStream_t stream) {
-  auto plan = GetPlan(w, x, out, out_f32, m, n, k, stream);
+  auto plan = GetPlan(w, x, out, out_f32, m, n, k, stream, false, nullptr, nullptr);
   if (!plan.ok()) return plan.status();
   const float alpha = 1.0f, beta = 0.0f;
   return LtStatus(cublasLtMatmul(handle_, (*plan)->desc, &alpha, w, (*plan)->a, x, (*plan)->b, &beta, out,
                                  (*plan)->c, out, (*plan)->c, &(*plan)->algo, workspace_, workspace_bytes_,
                                  stream),
                   "cublasLtMatmul");
+}
+
+absl::StatusOr<bool> LtGemm::RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
+                                    void* out, bool out_f32, int m, int n, int k, cudaStream_t stream) {
+  auto plan = GetPlan(w, x, out, out_f32, m, n, k, stream, true, w_scale, x_scale);
+  if (!plan.ok()) return plan.status();
+  Plan& p = **plan;
+  // Plans are shared by every layer of the shape: point at this call's scales.
+  if (p.outer_vec_scales && !SetScaleMode(p.desc, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, w_scale, x_scale)) {
+    return absl::InternalError("cuBLASLt: setting the fp8 scale pointers failed");
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  GEMMA_STATUS_RETURN_IF_ERROR(LtStatus(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c,
+                                                       out, p.c, &p.algo, workspace_, workspace_bytes_, stream),
+                                        "cublasLtMatmul (fp8)"));
+  return p.outer_vec_scales;
 }
 
 }  // namespace gemma::cuda

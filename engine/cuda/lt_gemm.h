@@ -1,5 +1,5 @@
-// Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, fp32 accumulate,
-// bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
+// Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, or both E4M3 with
+// scale 1; fp32 accumulate, bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
 // full prefill pass) the heuristic's top candidates are timed once on the
 // real buffers and the fastest kept; other m use the heuristic's first
 // choice. Thread-safety: owned by the backend's thread.
@@ -24,12 +24,21 @@ class LtGemm {
   ~LtGemm();
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
                    cudaStream_t stream);
+  // E4M3 w and x (REQUIRES: k a multiple of 16): out = w_scale[n] *
+  // x_scale[m] * (w . x) through cuBLASLt's outer-vector scale mode when this
+  // cuBLASLt offers it for the shape (returns true), else the unscaled
+  // product (returns false; the caller applies the scales). The mode can be
+  // turned off with GEMMA_FP8_OUTER_VEC=0.
+  absl::StatusOr<bool> RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
+                              void* out, bool out_f32, int m, int n, int k, cudaStream_t stream);
 
  private:
   struct Plan;
   LtGemm() = default;
+  // fp8: w_scale/x_scale non-null; the plan tries the outer-vector scale mode.
   absl::StatusOr<Plan*> GetPlan(const void* w, const void* x, void* out, bool out_f32, int m, int n,
-                                int k, cudaStream_t stream);
+                                int k, cudaStream_t stream, bool fp8_inputs, const float* w_scale,
+                                const float* x_scale);
   absl::Status Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* cands, int count, const void* w,
                     const void* x, void* out, cudaStream_t stream);
 
@@ -38,7 +47,7 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   bool autotune_ = true;
   int tune_m_ = 0;
-  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Plan>> plans_;
+  std::map<std::tuple<int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;  // m, n, k, f32, fp8
 };
 
 }  // namespace gemma::cuda

@@ -32,8 +32,14 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError(absl::StrCat("backend must be cpu, cuda or auto, got '", options.backend, "'"));
   if (options.random_weights)
     return absl::InvalidArgumentError("random_weights is supported by the cuda backend only");
+  if (options.weights != WeightDType::kBF16)
+    return absl::InvalidArgumentError("--weights fp8 is supported by the cuda backend only");
   absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
+  if ((*model)->weights.has_fp8) {
+    return absl::InvalidArgumentError(
+        "the checkpoint's linear weights are FP8 (F8_E4M3): only the cuda backend reads them");
+  }
   CpuBackendOptions cpu_options;
   cpu_options.max_slots = options.max_slots;
   cpu_options.max_context = options.max_context;

@@ -3,16 +3,34 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "engine/core/backend.h"
 
 namespace gemma {
+
+// How the CUDA backend stores the linear layers' weights. FP8 is E4M3 with a
+// per-output-channel scale (quantized at load time from a bf16 checkpoint, or
+// read from a pre-quantized one); embedding/LM head and norms stay bf16/fp32.
+enum class WeightDType { kBF16, kFP8 };
+
+// Parses a --weights value ("bf16" or "fp8"); the error names `flag` and the
+// value. Inline: the CUDA backend library uses these without the factory.
+inline absl::StatusOr<WeightDType> ParseWeightDType(std::string_view flag, std::string_view value) {
+  if (value == "bf16") return WeightDType::kBF16;
+  if (value == "fp8") return WeightDType::kFP8;
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), " must be bf16 or fp8, got '", std::string(value), "'"));
+}
+inline std::string_view WeightDTypeName(WeightDType d) { return d == WeightDType::kFP8 ? "fp8" : "bf16"; }
 
 struct BackendOptions {
   std::string backend = "auto";   // cpu | cuda | auto (cuda when a GPU is present)
   std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
   bool random_weights = false;    // cuda only: real shapes, deterministic random weights
+  WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 linear layers
   int max_slots = 8;              // sequences that can be in flight together
   int max_context = 4096;         // tokens per sequence (capped by the model's max)
   int num_threads = 0;            // cpu: 0 = all cores

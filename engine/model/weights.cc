@@ -34,7 +34,8 @@ class Binder {
   Binder(const Checkpoint& checkpoint, std::string prefix)
       : checkpoint_(checkpoint), prefix_(std::move(prefix)) {}
 
-  absl::StatusOr<TensorRef> Bind(std::string_view suffix, std::vector<int64_t> shape) {
+  absl::StatusOr<TensorRef> Bind(std::string_view suffix, std::vector<int64_t> shape,
+                                 bool allow_fp8 = false) {
     const std::string name = model_internal::Cat(prefix_, suffix);
     const TensorRef* ref = checkpoint_.Find(name);
     if (ref == nullptr) {
@@ -42,7 +43,8 @@ class Binder {
                                                      " is missing from the checkpoint",
                                                      " (expected shape ", ShapeString(shape), ")"));
     }
-    if (!IsFloatDType(ref->info->dtype)) {
+    const bool fp8 = allow_fp8 && ref->info->dtype == DType::kF8E4M3;
+    if (!fp8 && !IsFloatDType(ref->info->dtype)) {
       return absl::InvalidArgumentError(
           model_internal::Cat("tensor ", name, " in ", ref->file->path(), ": dtype ",
                               ref->info->dtype_name, ", expected BF16, F16 or F32"));
@@ -55,6 +57,44 @@ class Binder {
     bound_.insert(name);
     return *ref;
   }
+
+  // A linear layer's `<suffix>` ("...proj.weight", [out, in]): float, or
+  // F8_E4M3 with `<suffix>_scale` bound into *scale. A static activation
+  // scale (`input_scale`) is accepted and ignored: the CUDA backend quantizes
+  // activations per token at run time.
+  absl::StatusOr<TensorRef> BindLinear(std::string_view suffix, std::vector<int64_t> shape,
+                                       TensorRef* scale) {
+    MODEL_ASSIGN_OR_RETURN(TensorRef w, Bind(suffix, shape, /*allow_fp8=*/true));
+    if (w.info->dtype != DType::kF8E4M3) return w;
+    const std::string scale_suffix = model_internal::Cat(suffix, "_scale");
+    const std::string name = model_internal::Cat(prefix_, scale_suffix);
+    const std::string expected = model_internal::Cat("[", shape[0], ", 1] (per output channel) or [] (per tensor)");
+    const TensorRef* ref = checkpoint_.Find(name);
+    if (ref == nullptr) {
+      return absl::NotFoundError(model_internal::Cat("tensor ", prefix_, suffix, " is FP8 (F8_E4M3) but its scale ",
+                                                     name, " is missing (expected shape ", expected, ")"));
+    }
+    if (!IsFloatDType(ref->info->dtype)) {
+      return absl::InvalidArgumentError(model_internal::Cat("tensor ", name, " in ", ref->file->path(), ": dtype ",
+                                                            ref->info->dtype_name, ", expected F32, BF16 or F16"));
+    }
+    const std::vector<int64_t>& s = ref->info->shape;
+    const bool per_channel = s == std::vector<int64_t>{shape[0], 1} || s == std::vector<int64_t>{shape[0]};
+    const bool per_tensor = s.empty() || s == std::vector<int64_t>{1};
+    if (!per_channel && !per_tensor) {
+      return absl::InvalidArgumentError(model_internal::Cat("tensor ", name, " in ", ref->file->path(),
+                                                            ": expected shape ", expected, ", got ",
+                                                            ShapeString(s)));
+    }
+    bound_.insert(name);
+    const std::string input_scale = model_internal::Cat(
+        prefix_, suffix.substr(0, suffix.size() - std::string_view("weight").size()), "input_scale");
+    if (checkpoint_.Find(input_scale) != nullptr) bound_.insert(input_scale);
+    *scale = *ref;
+    has_fp8_ = true;
+    return w;
+  }
+  bool has_fp8() const { return has_fp8_; }
 
   absl::Status CheckNoUnexpected() const {
     for (const auto& [name, ref] : checkpoint_.tensors()) {
@@ -80,6 +120,7 @@ class Binder {
   const Checkpoint& checkpoint_;
   std::string prefix_;
   std::set<std::string> bound_;
+  bool has_fp8_ = false;
 };
 
 absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Binder& binder) {
@@ -88,12 +129,12 @@ absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Bin
   const int64_t q = int64_t{config.num_heads} * d, kv = int64_t{spec.num_kv_heads} * d;
   const std::string p = model_internal::Cat("layers.", index, ".");
   LayerWeights w;
-  MODEL_ASSIGN_OR_RETURN(w.q_proj, binder.Bind(p + "self_attn.q_proj.weight", {q, h}));
-  MODEL_ASSIGN_OR_RETURN(w.k_proj, binder.Bind(p + "self_attn.k_proj.weight", {kv, h}));
+  MODEL_ASSIGN_OR_RETURN(w.q_proj, binder.BindLinear(p + "self_attn.q_proj.weight", {q, h}, &w.q_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.k_proj, binder.BindLinear(p + "self_attn.k_proj.weight", {kv, h}, &w.k_proj_scale));
   if (!spec.k_eq_v) {
-    MODEL_ASSIGN_OR_RETURN(w.v_proj, binder.Bind(p + "self_attn.v_proj.weight", {kv, h}));
+    MODEL_ASSIGN_OR_RETURN(w.v_proj, binder.BindLinear(p + "self_attn.v_proj.weight", {kv, h}, &w.v_proj_scale));
   }
-  MODEL_ASSIGN_OR_RETURN(w.o_proj, binder.Bind(p + "self_attn.o_proj.weight", {h, q}));
+  MODEL_ASSIGN_OR_RETURN(w.o_proj, binder.BindLinear(p + "self_attn.o_proj.weight", {h, q}, &w.o_proj_scale));
   MODEL_ASSIGN_OR_RETURN(w.q_norm, binder.Bind(p + "self_attn.q_norm.weight", {d}));
   MODEL_ASSIGN_OR_RETURN(w.k_norm, binder.Bind(p + "self_attn.k_norm.weight", {d}));
   MODEL_ASSIGN_OR_RETURN(w.input_layernorm, binder.Bind(p + "input_layernorm.weight", {h}));
@@ -103,9 +144,9 @@ absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Bin
                          binder.Bind(p + "pre_feedforward_layernorm.weight", {h}));
   MODEL_ASSIGN_OR_RETURN(w.post_feedforward_layernorm,
                          binder.Bind(p + "post_feedforward_layernorm.weight", {h}));
-  MODEL_ASSIGN_OR_RETURN(w.gate_proj, binder.Bind(p + "mlp.gate_proj.weight", {i, h}));
-  MODEL_ASSIGN_OR_RETURN(w.up_proj, binder.Bind(p + "mlp.up_proj.weight", {i, h}));
-  MODEL_ASSIGN_OR_RETURN(w.down_proj, binder.Bind(p + "mlp.down_proj.weight", {h, i}));
+  MODEL_ASSIGN_OR_RETURN(w.gate_proj, binder.BindLinear(p + "mlp.gate_proj.weight", {i, h}, &w.gate_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.up_proj, binder.BindLinear(p + "mlp.up_proj.weight", {i, h}, &w.up_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.down_proj, binder.BindLinear(p + "mlp.down_proj.weight", {h, i}, &w.down_proj_scale));
   MODEL_ASSIGN_OR_RETURN(w.layer_scalar, binder.Bind(p + "layer_scalar", {1}));
   return w;
 }
@@ -130,6 +171,7 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkp
     weights.layers.push_back(layer);
   }
   MODEL_RETURN_IF_ERROR(binder.CheckNoUnexpected());
+  weights.has_fp8 = binder.has_fp8();
   return weights;
 }
 

@@ -1,5 +1,10 @@
 // The text decoder's tensors, found in a checkpoint and checked against the
 // config: every tensor present, of a float dtype (bf16/f16/f32), at its shape.
+// Linear-layer weights may instead be FP8 E4M3 with a per-output-channel
+// `<name>_scale` (value = fp8 * scale), the layout vLLM serves from
+// llm-compressor FP8 / FP8_DYNAMIC (compressed-tensors) and quant_method
+// "fp8" checkpoints: weight_scale [out, 1] or [out]; a per-tensor scale
+// ([] or [1]) is accepted and broadcast. Only the CUDA backend reads them.
 // Vision/audio tensors are ignored. Backends convert from these views.
 //
 // Thread-safety: immutable; valid while the Checkpoint lives.
@@ -27,12 +32,17 @@ struct LayerWeights {
   TensorRef gate_proj, up_proj;  // [I, H]
   TensorRef down_proj;           // [H, I]
   TensorRef layer_scalar;        // [1]
+  // FP8 checkpoints: the scale of each F8_E4M3 matrix above ([out, 1], [out],
+  // [] or [1]; bf16/f16/f32); info == nullptr for float matrices.
+  TensorRef q_proj_scale, k_proj_scale, v_proj_scale, o_proj_scale;
+  TensorRef gate_proj_scale, up_proj_scale, down_proj_scale;
 };
 
 struct ModelWeights {
   TensorRef embed_tokens;  // [V, H], also the tied lm_head
   TensorRef final_norm;    // [H]
   std::vector<LayerWeights> layers;
+  bool has_fp8 = false;    // some linear weight is F8_E4M3 (CUDA backend only)
 };
 
 // Finds and validates every decoder tensor. Errors name the tensor, the file

@@ -32,6 +32,7 @@ struct Flags {
   bool stats = false;
   bool stop_at_eos = false;
   std::string backend = "auto";
+  gemma::WeightDType weights = gemma::WeightDType::kBF16;
   int max_context = 4096;
   gemma::SamplingParams sampling;
   std::optional<uint64_t> seed;
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
   app.add_flag("--print-ids", f.print_ids, "Print only the generated ids, space-separated");
   app.add_flag("--stats", f.stats, "Print prefill/decode speed to stderr");
   app.add_option("--backend", f.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option_function<std::string>(
+         "--weights", [&f](const std::string& v) { f.weights = *gemma::ParseWeightDType("--weights", v); },
+         "cuda: linear layers in bf16 or fp8 (E4M3, per-channel scales)")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->default_str("bf16");
   app.add_option("--max-context", f.max_context, "Context length to reserve")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
@@ -97,6 +103,7 @@ int main(int argc, char** argv) {
   bo.model_dir = f.model.empty() ? gemma::DefaultModelDir() : f.model;
   if (bo.model_dir.empty()) return Fail("no --model given and the demo model was not found (set GEMMA_MODEL_DIR)", 2);
   bo.max_slots = 1;
+  bo.weights = f.weights;
   bo.max_context = f.max_context;
   auto tokenizer = gemma::Tokenizer::Load(bo.model_dir + "/tokenizer.model");
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString(), 1);

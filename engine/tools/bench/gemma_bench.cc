@@ -30,6 +30,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 struct Flags {
   std::string model_dir, config_dir, json_path;
+  WeightDType weights = WeightDType::kBF16;
   bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
@@ -111,6 +112,7 @@ int Run(const Flags& f) {
   o.backend = "cuda";
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
+  o.weights = f.weights;
   o.max_slots = 1;
   o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
@@ -153,6 +155,7 @@ int Run(const Flags& f) {
   j["gpu"] = prop.name;
   j["model"] = o.model_dir;
   j["random_weights"] = f.random_weights;
+  j["weights"] = std::string(WeightDTypeName(f.weights));
   j["graphs"] = !f.no_graphs;
   j["length_aware"] = !f.no_length_aware;
   j["autotune"] = !f.no_autotune;
@@ -172,8 +175,9 @@ int Run(const Flags& f) {
   std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
               f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", f.chunk_tokens);
-  std::printf("weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", b.weight_bytes() / 1e9,
-              b.kv_cache_bytes() / 1e9, used_gib);
+  const std::string dtype(WeightDTypeName(f.weights));
+  std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
+              b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
   for (const auto& g : gemv)
     std::printf("gemv %6d x %5d  %-6s %8.1f us  %5.2f TB/s\n", g.n, g.k, g.variant.c_str(), g.us, g.tb_s);
   std::printf("%8s %14s %14s %10s\n", "depth", "prefill tok/s", "decode tok/s", "ms/token");
@@ -191,6 +195,11 @@ int main(int argc, char** argv) {
   auto* model = app.add_option("--model", f.model_dir, "model directory (config + safetensors)");
   auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
   app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
+  app.add_option_function<std::string>(
+         "--weights", [&f](const std::string& v) { f.weights = *gemma::ParseWeightDType("--weights", v); },
+         "linear layers in bf16 or fp8 (E4M3, per-channel scales)")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->default_str("bf16");
   app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");

@@ -1,0 +1,27 @@
+// A weight matrix on the device in nn.Linear layout [n, k], bf16 or FP8 E4M3
+// with one fp32 scale per output row (value = fp8 * row_scale[row]). The
+// forward passes these to LinearRunner, which picks the kernels by dtype, so
+// nothing else needs to know how a layer's weights are stored.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace gemma::cuda {
+
+struct DeviceMatrix {
+  const void* data = nullptr;
+  const float* row_scale = nullptr;  // fp8 only: [n]
+
+  DeviceMatrix() = default;
+  // Implicit: a bare bf16 pointer is a bf16 matrix (the embedding/LM head).
+  DeviceMatrix(const __nv_bfloat16* bf16) : data(bf16) {}  // NOLINT(google-explicit-constructor)
+  DeviceMatrix(const uint8_t* fp8, const float* scale) : data(fp8), row_scale(scale) {}
+
+  bool fp8() const { return row_scale != nullptr; }
+  const __nv_bfloat16* bf16() const { return static_cast<const __nv_bfloat16*>(data); }
+  const uint8_t* e4m3() const { return static_cast<const uint8_t*>(data); }
+};
+
+}  // namespace gemma::cuda
