@@ -97,15 +97,26 @@ class EngineImpl final : public Engine {
 absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_event) {
   if (absl::Status s = ValidateRequest(request, backend_->config().vocab_size, backend_->max_context()); !s.ok())
     return s;
-  // A sequence the whole KV pool cannot hold would never finish.
+  // A sequence the whole KV pool cannot hold would never finish. Sliding
+  // blocks leave the window as it goes on: it holds at most a window plus one
+  // step's chunk of them.
   const KvCacheSpec kv = backend_->kv_cache_spec();
   if (kv.block_size > 0) {
+    const ModelConfig& mc = backend_->config();
+    bool any_global = false, any_sliding = false;
+    for (const LayerSpec& l : mc.layers) (l.is_global() ? any_global : any_sliding) = true;
     const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.stopping.max_tokens;
     const int64_t blocks = (tokens + kv.block_size - 1) / kv.block_size;
-    if (blocks > std::min(kv.num_global_blocks, kv.num_sliding_blocks))
+    if (any_global && blocks > kv.num_global_blocks)
       return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens = ", tokens, " tokens need ", blocks,
-                                                     " KV blocks; the pool has ",
-                                                     std::min(kv.num_global_blocks, kv.num_sliding_blocks)));
+                                                     " KV blocks; the pool has ", kv.num_global_blocks));
+    const int64_t window_blocks =
+        (int64_t{mc.sliding_window} - 1 + options_.max_tokens_per_step + kv.block_size - 1) / kv.block_size + 1;
+    const int64_t sliding = std::min(blocks, window_blocks);
+    if (any_sliding && sliding > kv.num_sliding_blocks)
+      return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens = ", tokens, " tokens need ", sliding,
+                                                     " sliding-window KV blocks; the sliding pool has ",
+                                                     kv.num_sliding_blocks));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return absl::UnavailableError("the engine is shutting down");
