@@ -4,8 +4,9 @@
 # weights, CUDA backend, paged KV sized by --gpu-memory-utilization) over gRPC
 # and measures it with gemma-loadgen at $IN input / $OUT_LEN output tokens
 # (default 1024 / 1024), ignore_eos, at several concurrencies; each level runs
-# $WAVES x concurrency requests (default 3; 2 at concurrency 1) so TTFT is
-# measured past the first, synchronized wave. SAMPLED=1 adds a run at the
+# $WAVES x concurrency requests (default 2; the highest level $WAVES_TOP,
+# default 3; concurrency 1: 2 requests) so TTFT is measured past the first,
+# synchronized wave. SAMPLED=1 adds a run at the
 # highest level with temperature 0.8 (device sampling). Logs and JSON go to
 # $OUT; a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_serve_31b.sh [concurrency...]
@@ -18,7 +19,8 @@ export GEMMA_AUTOTUNE_CACHE="$out/autotune.txt"
 levels=(${@:-1 8 32 64})
 in_len=${IN:-1024}
 out_len=${OUT_LEN:-1024}
-waves=${WAVES:-3}
+waves=${WAVES:-2}
+waves_top=${WAVES_TOP:-3}
 port=50152
 slots=${SLOTS:-64}
 "$b/bin/gemma-serve" --model tests/data/gemma4-31b --random-weights \
@@ -36,7 +38,8 @@ for c in ${levels[@]}; do runs+=("$c:0"); done
 for run in "${runs[@]}"; do
   c=${run%%:*}
   temp=${run##*:}
-  n=$(( c == 1 ? 2 : waves * c ))
+  w=$waves; [ "$c" = "${levels[-1]}" ] && w=$waves_top
+  n=$(( c == 1 ? 2 : w * c ))
   tag="c$c"; [ "$temp" != 0 ] && tag="c${c}_t$temp"
   "$b/bin/gemma-loadgen" --addr 127.0.0.1:$port --concurrency "$c" --num-requests "$n" --warmup-requests 0 \
     --input-len $in_len --output-len $out_len --ignore-eos --temperature "$temp" \

@@ -39,6 +39,22 @@ int MaxQueryWidth(const ModelConfig& config) {
   return widest;
 }
 
+// Prefill attention of a global layer runs (chunk / 64) x num_heads blocks
+// of the D=512 tile, one block per multiprocessor; a chunk whose block count
+// is a multiple of the SM count leaves no partial last wave. On the H200
+// (132 SMs, 32 heads) that is 2112 tokens instead of 2048: 8 full waves
+// instead of 7.76, about 3 % off global attention at depth.
+int AutoChunkTokens(const ModelConfig& config) {
+  constexpr int kBase = 2048, kTile = 64;
+  int device = 0, num_sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || num_sms <= 0)
+    return kBase;
+  for (int chunk = kBase; chunk <= kBase + kBase / 4; chunk += kTile)
+    if ((chunk / kTile) * config.num_heads % num_sms == 0) return chunk;
+  return kBase;
+}
+
 }  // namespace
 
 struct CudaBackend::Impl {
@@ -116,7 +132,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   tuning = t;
   if (o.max_slots < 1) return absl::InvalidArgumentError("cuda: max_slots must be >= 1");
   if (o.max_context < 1) return absl::InvalidArgumentError("cuda: max_context must be >= 1");
-  if (t.max_chunk_tokens < 1) return absl::InvalidArgumentError("cuda: max_chunk_tokens must be >= 1");
+  if (t.max_chunk_tokens < 0)
+    return absl::InvalidArgumentError(absl::StrCat("cuda: max_chunk_tokens must be >= 0, got ", t.max_chunk_tokens));
   if (o.kv_block_size < 0 || (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("kv_block_size must be 0 (per-slot caches) or a power of two, got ", o.kv_block_size));
@@ -130,7 +147,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
   max_context = std::min(o.max_context, config.max_position_embeddings);
-  chunk_tokens = std::min(t.max_chunk_tokens, max_context);
+  chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
   if (!paged) {
     auto cache_or = cuda::KvCache::Create(config, o.max_slots, max_context, chunk_tokens);
     if (!cache_or.ok()) return cache_or.status();
@@ -453,6 +470,7 @@ CudaBackend::~CudaBackend() = default;
 const ModelConfig& CudaBackend::config() const { return impl_->config; }
 int CudaBackend::max_slots() const { return impl_->options.max_slots; }
 int CudaBackend::max_context() const { return impl_->max_context; }
+int CudaBackend::chunk_tokens() const { return impl_->chunk_tokens; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weights->bytes(); }
 int64_t CudaBackend::kv_cache_bytes() const { return static_cast<int64_t>(impl_->cache.bytes()); }
 

@@ -23,7 +23,10 @@ namespace gemma {
 
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
-  int max_chunk_tokens = 2048;  // tokens per pass; sizes the sliding rings
+  // Tokens per pass; sizes the sliding rings. 0: about 2048, rounded so a
+  // global layer's prefill attention fills whole waves of the GPU (see
+  // AutoChunkTokens in cuda_backend.cc).
+  int max_chunk_tokens = 0;
   int decode_splits = 0;        // split-K partitions of decode attention; 0 = auto
   // Time the GEMV tilings per shape at start, and the cuBLASLt algorithms of
   // full-size prefill passes at first use.
@@ -57,6 +60,7 @@ class CudaBackend : public Backend {
   absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                              std::vector<int32_t>* next_ids) override;
 
+  int chunk_tokens() const;  // tokens per pass in use
   int64_t weight_bytes() const;
   int64_t kv_cache_bytes() const override;
   // cudaMemGetInfo of device 0 (the one the backend runs on).

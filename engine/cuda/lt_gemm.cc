@@ -160,7 +160,11 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
         absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k, fp8_inputs ? " (fp8)" : ""));
   }
   plan->algo = cands[0].algo;
-  if (autotune_ && m == tune_m_ && count > 1 && capturing == cudaStreamCaptureStatusNone) {
+  // Timed: the full prefill pass and the decode batch buckets (powers of two,
+  // planned at start-up when their graphs are captured), the shapes that run
+  // all the time; the heuristic's first choice can be far off for skinny m.
+  const bool hot = m == tune_m_ || (m <= 512 && (m & (m - 1)) == 0);
+  if (autotune_ && hot && count > 1 && capturing == cudaStreamCaptureStatusNone) {
     GEMMA_STATUS_RETURN_IF_ERROR(Tune(*plan, cands, count, w, x, out, stream));
     spdlog::debug("cuda: GEMM {}x{}x{} tuned over {} candidates", m, n, k, count);
   }

@@ -1,8 +1,8 @@
 // Prefill GEMM out[m, n] = x[m, k] . w[n, k]^T (bf16 in, or both E4M3 with
-// scale 1; fp32 accumulate, bf16 or fp32 out) through cuBLASLt. For the hot shape (m == tune_m, the
-// full prefill pass) the heuristic's top candidates are timed once on the
-// real buffers and the fastest kept; other m use the heuristic's first
-// choice. Thread-safety: owned by the backend's thread.
+// scale 1; fp32 accumulate, bf16 or fp32 out) through cuBLASLt. For the hot shapes (m == tune_m, the
+// full prefill pass, and powers of two up to 512, the decode batch buckets)
+// the heuristic's top candidates are timed once on the real buffers and the
+// fastest kept; other m use the heuristic's first choice. Thread-safety: owned by the backend's thread.
 #pragma once
 
 #include <cublasLt.h>

@@ -35,7 +35,7 @@ struct Flags {
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
   int decode_tokens = 32;
-  int chunk_tokens = 2048;
+  int chunk_tokens = 0;  // 0: the backend's choice
 };
 
 struct DepthResult {
@@ -134,7 +134,7 @@ int Run(const Flags& f) {
     return 1;
   }
   const double load_s = Seconds(t0, Clock::now());
-  if (auto st = WarmUp(b, f.chunk_tokens); !st.ok()) {
+  if (auto st = WarmUp(b, b.chunk_tokens()); !st.ok()) {
     spdlog::error("warm-up: {}", st.ToString());
     return 1;
   }
@@ -164,7 +164,7 @@ int Run(const Flags& f) {
   j["gpu_memory_used_gib"] = used_gib;
   j["load_s"] = load_s;
   j["kv_fill"] = "prefill";
-  j["chunk_tokens"] = f.chunk_tokens;
+  j["chunk_tokens"] = b.chunk_tokens();
   for (const auto& r : *results)
     j["depths"].push_back({{"depth", r.depth}, {"prefill_tok_s", r.prefill_tok_s},
                            {"decode_tok_s", r.decode_tok_s}, {"decode_ms", r.decode_ms}});
@@ -174,7 +174,7 @@ int Run(const Flags& f) {
 
   std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
-              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", f.chunk_tokens);
+              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", b.chunk_tokens());
   const std::string dtype(WeightDTypeName(f.weights));
   std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
               b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
   app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
   app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
   app.add_option("--json", f.json_path, "write results as JSON here");
-  app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass")->check(CLI::Range(16, 16384));
+  app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass (0: the backend's choice)")
+      ->check(CLI::Range(0, 16384));
   model->excludes(config);
   CLI11_PARSE(app, argc, argv);
   if (f.random_weights == f.config_dir.empty() || f.model_dir.empty() == f.config_dir.empty()) {
