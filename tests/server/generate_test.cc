@@ -258,6 +258,11 @@ TEST_F(GenerateTest, TokenizeDetokenizeAndModelInfo) {
   EXPECT_EQ(info.layer_types(3), "global");
   EXPECT_EQ(info.layer_types(0), "sliding");
   EXPECT_FALSE(info.dtype().empty());
+  // The KV pool: the CPU backend holds max_batch full contexts in blocks of 16.
+  EXPECT_EQ(info.kv_block_size(), 16);
+  EXPECT_EQ(info.kv_num_blocks(), 32 * (1024 / 16));
+  EXPECT_EQ(info.kv_token_capacity(), 32 * 1024);
+  EXPECT_GT(info.kv_cache_bytes(), 0);
 }
 
 }  // namespace
