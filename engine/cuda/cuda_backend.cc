@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -86,6 +87,7 @@ struct CudaBackend::Impl {
   absl::Status AutotuneGemv();
   absl::Status CreatePagedCache();
   absl::Status CaptureDecodeGraphs();
+  absl::Status WarmUpPrefill();
   int DecodeBucket(int batch) const;
   absl::Status Validate(std::span<const SequenceChunk> chunks) const;
   absl::Status ValidateTables(const SequenceChunk& c) const;
@@ -188,6 +190,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
     // Last, so the pool gets what weights, activations and tuning left.
     GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
     if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
+    GEMMA_STATUS_RETURN_IF_ERROR(WarmUpPrefill());
     spdlog::info("cuda: ready: {} weights {:.2f} GB, paged KV cache {:.2f} GB (block {} tokens: {} global "
                  "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
                  WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
@@ -308,6 +311,41 @@ absl::Status CudaBackend::Impl::CaptureDecodeGraphs() {
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   spdlog::info("cuda: decode graphs captured for batch buckets {}", absl::StrJoin(buckets, ", "));
+  return absl::OkStatus();
+}
+
+// One full prefill pass at start-up, so the attention tiles and the GEMM
+// algorithms of the pass size are tuned before the first request (not in
+// its time to first token). Its tokens write no KV (row -1) and read block
+// 0 of each pool, which holds finite values (zeros or another sequence's
+// keys: the logits are discarded).
+absl::Status CudaBackend::Impl::WarmUpPrefill() {
+  const auto start = std::chrono::steady_clock::now();
+  cuda::PassPlan plan;
+  const int n = chunk_tokens, block = cache.block_size();
+  plan.seq_slot = {0};
+  plan.q_pos0 = {0};
+  plan.q_offsets = {0, n};
+  plan.global_table_offsets = {0};
+  plan.sliding_table_offsets = {0};
+  plan.tables.assign(static_cast<size_t>((n + block - 1) / block), 0);
+  for (int t = 0; t < n; ++t) {
+    plan.token_ids.push_back(3 + t % (config.vocab_size - 3));
+    plan.positions.push_back(t);
+    plan.token_slot.push_back(0);
+    plan.kv_row_global.push_back(-1);
+    plan.kv_row_sliding.push_back(-1);
+  }
+  plan.logit_rows = {n - 1};
+  plan.dest_rows = {0};
+  plan.max_q_len = n;
+  int32_t id = 0;
+  PassOutput want;
+  want.greedy = true;
+  want.ids = &id;
+  GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
+  spdlog::info("cuda: prefill pass of {} tokens warmed up in {:.2f} s", n,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return absl::OkStatus();
 }
 

@@ -53,12 +53,17 @@ std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
   return ids;
 }
 
-// Prefill chunk sizes of every attention shape bucket, so autotuning happens
-// here and not inside the timed region.
+// Prefill chunk sizes of every attention shape bucket, then one full pass
+// (its own attention bucket and GEMM shape when the pass size is not a power
+// of two), so autotuning happens here and not inside the timed region.
 absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
   int pos = 0;
   std::vector<int32_t> next;
-  for (int n = 64; n <= chunk_tokens && pos + n < b.max_context() - 8; n *= 2) {
+  std::vector<int> sizes;
+  for (int n = 64; n < chunk_tokens; n *= 2) sizes.push_back(n);
+  sizes.push_back(chunk_tokens);
+  for (int n : sizes) {
+    if (pos + n >= b.max_context() - 8) break;
     auto ids = PromptTokens(n, b.config().vocab_size, n);
     SequenceChunk c{0, ids, pos, false};
     if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
