@@ -1,0 +1,81 @@
+// Internal to engine/cuda: the CUDA backend's state and the steps of a
+// Forward, split by concern over cuda_backend.cc (set-up and the Backend
+// methods), kv_setup.cc (paged pools, decode graphs, warm-up, table checks)
+// and pass_runner.cc (validating chunks, running passes, sampling,
+// collecting results).
+// Thread-safety: owned by the backend's thread (like the Backend).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/decode_graphs.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/kv_cache.h"
+#include "engine/cuda/linear.h"
+#include "engine/cuda/model_runner.h"
+#include "engine/cuda/step_plan.h"
+
+namespace gemma {
+
+using cuda::DeviceBuffer;
+
+struct CudaBackend::Impl {
+  BackendOptions options;
+  CudaTuning tuning;
+  ModelConfig config;
+  int max_context = 0;
+  int chunk_tokens = 0;
+  bool paged = false;  // block pools driven by the engine's tables, else per-slot caches
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::DeviceWeights> weights;
+  cuda::KvCache cache;
+  std::unique_ptr<cuda::LinearRunner> linear;
+  std::unique_ptr<cuda::ModelRunner> runner;
+  cuda::DecodeGraphs graphs;
+  std::set<int> decode_ran_eagerly;  // batch sizes safe to capture
+  DeviceBuffer host_meta, host_logits, host_ids;  // pinned
+  DeviceBuffer host_sample_rows, sample_rows, sample_ids;  // per logits row
+  std::vector<int> lengths;                       // cached tokens per slot
+
+  ~Impl() {
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  }
+  absl::Status Init(const BackendOptions& o, const CudaTuning& t);
+  absl::Status LoadWeights();
+  absl::Status AutotuneGemv();
+  absl::Status CreatePagedCache();
+  absl::Status CaptureDecodeGraphs();
+  absl::Status WarmUpPrefill();
+  int DecodeBucket(int batch) const;
+  absl::Status Validate(std::span<const SequenceChunk> chunks) const;
+  absl::Status ValidateTables(const SequenceChunk& c) const;
+  // What a pass returns: logits rows, argmax ids, or ids drawn with `rows`.
+  struct PassOutput {
+    float* logits = nullptr;
+    int32_t* ids = nullptr;
+    bool greedy = false;
+    std::span<const RowSampling> rows;  // sampling when non-empty (per chunk)
+  };
+  absl::Status RunPass(cuda::PassPlan& plan, const PassOutput& want);
+  absl::Status Sample(const cuda::PassPlan& plan, int begin, int count, const PassOutput& want);
+  absl::Status ForwardIds(std::span<const SequenceChunk> chunks, const PassOutput& want, std::vector<int32_t>* next_ids);
+  absl::Status EnqueueDecode(int batch);
+  absl::Status Collect(const cuda::PassPlan& plan, int begin, int count, const int32_t* device_ids,
+                       const PassOutput& want);
+  void Commit(std::span<const SequenceChunk> chunks) {
+    if (paged) return;
+    for (const SequenceChunk& c : chunks) lengths[c.slot] += static_cast<int>(c.token_ids.size());
+  }
+};
+
+}  // namespace gemma

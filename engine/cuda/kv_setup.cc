@@ -1,0 +1,142 @@
+// Paged KV pools, decode graphs and the start-up warm-up pass of the CUDA
+// backend, and the checks of a chunk's block tables (backend_impl.h).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/backend_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma {
+
+// Sizes the two block pools from free device memory (or num_kv_blocks):
+// the sliding pool holds every slot's window plus one step's chunk; the
+// global pool gets the rest of gpu_memory_utilization * total memory.
+absl::Status CudaBackend::Impl::CreatePagedCache() {
+  const int block = options.kv_block_size;
+  bool any_global = false, any_sliding = false;
+  for (const LayerSpec& l : config.layers) (l.is_global() ? any_global : any_sliding) = true;
+  const size_t global_bytes = cuda::KvCache::BlockBytes(config, block, true);
+  const size_t sliding_bytes = cuda::KvCache::BlockBytes(config, block, false);
+  const int per_seq_global = (max_context + block - 1) / block;
+  // A sequence reads window - 1 positions back; one chunk's pass adds its
+  // own tokens, and block boundaries one more block on each side.
+  const int window_blocks = (config.sliding_window - 1 + block - 1) / block + 2;
+  const int min_sliding = any_sliding ? window_blocks + (chunk_tokens + block - 1) / block : 0;
+  int num_sliding = any_sliding ? options.max_slots * window_blocks + (chunk_tokens + block - 1) / block : 0;
+  int num_global = 0;
+  if (options.num_kv_blocks > 0) {
+    num_global = any_global ? options.num_kv_blocks : 0;
+  } else {
+    size_t free_bytes = 0, total_bytes = 0;
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+    // Kept back for graphs, cuBLAS workspaces and the CUDA context's growth.
+    constexpr double kReserve = 1.0e9;
+    const double used = static_cast<double>(total_bytes - free_bytes);
+    const double budget = options.gpu_memory_utilization * static_cast<double>(total_bytes) - used - kReserve;
+    const double one_sequence = double(any_global ? per_seq_global : 0) * global_bytes + double(min_sliding) * sliding_bytes;
+    if (budget < one_sequence)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "gpu_memory_utilization ", options.gpu_memory_utilization, " leaves ", budget / 1e9,
+          " GB for the KV cache (", used / 1e9, " GB in use of ", total_bytes / 1e9,
+          " GB); one sequence of max_context ", max_context, " tokens needs ", one_sequence / 1e9, " GB"));
+    const double for_global = any_global ? double(per_seq_global) * global_bytes : 0.0;
+    // Too little for every slot's window: shrink the sliding pool (fewer
+    // sequences run at once) before the global pool drops below one sequence.
+    const double sliding_cap = std::max<double>(min_sliding, (budget - for_global) / std::max<size_t>(sliding_bytes, 1));
+    num_sliding = static_cast<int>(std::min<double>(num_sliding, sliding_cap));
+    num_global = any_global ? static_cast<int>((budget - double(num_sliding) * sliding_bytes) / global_bytes) : 0;
+  }
+  if (any_global && num_global < 1)
+    return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks must be >= 1, got ", num_global));
+  auto cache_or = cuda::KvCache::CreatePaged(config, block, num_global, num_sliding);
+  if (!cache_or.ok()) return cache_or.status();
+  cache = std::move(*cache_or);
+  return absl::OkStatus();
+}
+
+// Decode batches run as the graph of the next bucket (1, 2, 4, ..., capped
+// at max_slots), padded with empty sequences.
+int CudaBackend::Impl::DecodeBucket(int batch) const {
+  int bucket = 1;
+  while (bucket < batch) bucket *= 2;
+  return std::min(bucket, options.max_slots);
+}
+
+// Every bucket's decode graph at start-up, so no request pays for a capture.
+absl::Status CudaBackend::Impl::CaptureDecodeGraphs() {
+  std::set<int> buckets;
+  for (int b = 1; b <= options.max_slots; ++b) buckets.insert(DecodeBucket(b));
+  for (int bucket : buckets) {
+    cuda::PassPlan plan;
+    plan.max_q_len = 1;
+    plan.PadDecodeTo(bucket);  // all padding: no attention work, no cache writes
+    const int used = plan.WriteTo(runner->layout(), host_meta.get<int32_t>());
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(runner->metadata(), host_meta.get(), used * sizeof(int32_t),
+                                               cudaMemcpyHostToDevice, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(bucket));
+    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(bucket));  // the first ran eagerly
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  spdlog::info("cuda: decode graphs captured for batch buckets {}", absl::StrJoin(buckets, ", "));
+  return absl::OkStatus();
+}
+
+// One full prefill pass at start-up, so the attention tiles and the GEMM
+// algorithms of the pass size are tuned before the first request (not in
+// its time to first token). Its tokens write no KV (row -1) and read block
+// 0 of each pool, which holds finite values (zeros or another sequence's
+// keys: the logits are discarded).
+absl::Status CudaBackend::Impl::WarmUpPrefill() {
+  const auto start = std::chrono::steady_clock::now();
+  cuda::PassPlan plan;
+  const int n = chunk_tokens, block = cache.block_size();
+  plan.seq_slot = {0};
+  plan.q_pos0 = {0};
+  plan.q_offsets = {0, n};
+  plan.global_table_offsets = {0};
+  plan.sliding_table_offsets = {0};
+  plan.tables.assign(static_cast<size_t>((n + block - 1) / block), 0);
+  for (int t = 0; t < n; ++t) {
+    plan.token_ids.push_back(3 + t % (config.vocab_size - 3));
+    plan.positions.push_back(t);
+    plan.token_slot.push_back(0);
+    plan.kv_row_global.push_back(-1);
+    plan.kv_row_sliding.push_back(-1);
+  }
+  plan.logit_rows = {n - 1};
+  plan.dest_rows = {0};
+  plan.max_q_len = n;
+  int32_t id = 0;
+  PassOutput want;
+  want.greedy = true;
+  want.ids = &id;
+  GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
+  spdlog::info("cuda: prefill pass of {} tokens warmed up in {:.2f} s", n,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::ValidateTables(const SequenceChunk& c) const {
+  const int block = cache.block_size();
+  const int end = c.start_position + static_cast<int>(c.token_ids.size());
+  const int needed = (end + block - 1) / block;
+  auto check = [&](std::span<const int32_t> table, int first, int num_blocks, const char* name) -> absl::Status {
+    if (num_blocks == 0) return absl::OkStatus();  // the model has no such layer
+    if (static_cast<int>(table.size()) < needed)
+      return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, ": ", name, " table has ", table.size(),
+                                                     " blocks, positions up to ", end, " need ", needed));
+    for (int b = first; b < needed; ++b) {
+      if (table[b] < 0 || table[b] >= num_blocks)
+        return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, ": ", name, " block ", table[b],
+                                                       " at table index ", b, " is not in [0, ", num_blocks, ")"));
+    }
+    return absl::OkStatus();
+  };
+  GEMMA_STATUS_RETURN_IF_ERROR(check(c.global_blocks, 0, cache.num_global_blocks(), "global"));
+  const int first_live = std::max(0, c.start_position - config.sliding_window + 1) / block;
+  return check(c.sliding_blocks, first_live, cache.num_sliding_blocks(), "sliding");
+}
+
+}  // namespace gemma
