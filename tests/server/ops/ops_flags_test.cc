@@ -35,6 +35,13 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--metrics-port", "-2"}, "--metrics-port"},
       {{"--max-total-tokens", "-1"}, "--max-total-tokens"},
       {{"--log-format", "xml"}, "--log-format"},
+      {{"--kv-block-size", "24"}, "--kv-block-size"},
+      {{"--kv-block-size", "-16"}, "--kv-block-size"},
+      {{"--num-kv-blocks", "-1"}, "--num-kv-blocks"},
+      {{"--gpu-memory-utilization", "0"}, "--gpu-memory-utilization"},
+      {{"--gpu-memory-utilization", "1.5"}, "--gpu-memory-utilization"},
+      {{"--gpu-memory-utilization", "half"}, "--gpu-memory-utilization"},
+      {{"--weights", "fp4"}, "--weights"},
   };
   for (const auto& [flags, named] : cases) {
     SCOPED_TRACE(named);
