@@ -34,6 +34,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError("random_weights is supported by the cuda backend only");
   if (options.weights != WeightDType::kBF16)
     return absl::InvalidArgumentError("--weights fp8 is supported by the cuda backend only");
+  if (options.kv_block_size < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_block_size ", options.kv_block_size, ": the cpu backend is always paged (blocks of >= 1 token); "
+        "0 (one fixed cache per sequence) is cuda-only"));
   absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
   if ((*model)->weights.has_fp8) {
