@@ -250,7 +250,9 @@ void EngineImpl::RunStep() {
       seq.sampler.Accept(sample.token_id);
     } else if (backend_->can_sample_on_device() && DeviceSamplable(seq.request.sampling)) {
       // Sampled on the host only because a neighbour needed the logits: the
-      // device's rule, so this sequence's draws don't depend on its batch.
+      // device's rule with the same (seed, step) noise, so the draw does not
+      // switch generators with its company (the host twin's exp/log may
+      // differ from the device's by an ulp, which decides only near-ties).
       sample.token_id = SampleRow(logits, rows[i]);
       seq.sampler.Accept(sample.token_id);
     } else {

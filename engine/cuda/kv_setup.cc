@@ -2,6 +2,8 @@
 // backend, and the checks of a chunk's block tables (backend_impl.h).
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
@@ -46,10 +48,15 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
     // sequences run at once) before the global pool drops below one sequence.
     const double sliding_cap = std::max<double>(min_sliding, (budget - for_global) / std::max<size_t>(sliding_bytes, 1));
     num_sliding = static_cast<int>(std::min<double>(num_sliding, sliding_cap));
-    num_global = any_global ? static_cast<int>((budget - double(num_sliding) * sliding_bytes) / global_bytes) : 0;
+    const double fit = (budget - double(num_sliding) * sliding_bytes) / global_bytes;
+    num_global = any_global ? static_cast<int>(std::min<double>(fit, INT32_MAX / block)) : 0;
   }
   if (any_global && num_global < 1)
     return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks must be >= 1, got ", num_global));
+  // Kernels index a pool's rows with int: blocks x block size must fit.
+  if (int64_t{num_global} * block > INT32_MAX || int64_t{num_sliding} * block > INT32_MAX)
+    return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks ", num_global, " x kv_block_size ", block,
+                                                   " rows exceed a KV pool's 2^31 - 1 rows"));
   auto cache_or = cuda::KvCache::CreatePaged(config, block, num_global, num_sliding);
   if (!cache_or.ok()) return cache_or.status();
   cache = std::move(*cache_or);
@@ -57,11 +64,12 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
 }
 
 // Decode batches run as the graph of the next bucket (1, 2, 4, ..., capped
-// at max_slots), padded with empty sequences.
+// at max_slots and at the pass size, which bounds every activation buffer),
+// padded with empty sequences.
 int CudaBackend::Impl::DecodeBucket(int batch) const {
   int bucket = 1;
   while (bucket < batch) bucket *= 2;
-  return std::min(bucket, options.max_slots);
+  return std::min({bucket, options.max_slots, chunk_tokens});
 }
 
 // Every bucket's decode graph at start-up, so no request pays for a capture.

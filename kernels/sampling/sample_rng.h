@@ -21,10 +21,19 @@ GEMMA_HOST_DEVICE uint64_t Mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Uniform in (0, 1): 24 random bits, centred in their cell so 0 and 1 never occur.
-GEMMA_HOST_DEVICE float SampleUniform(uint64_t seed, uint64_t step, uint32_t token) {
-  const uint64_t h = Mix64(Mix64(seed ^ 0x9e3779b97f4a7c15ULL) + step * 0xd1b54a32d192ed03ULL + token);
-  return (static_cast<float>(h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+// Uniform in (0, 1) from a hash: 23 random bits centred in their cell, so
+// the extremes are 2^-24 and 1 - 2^-24, both exact in float (with 24 bits the
+// top cell's centre would round to 1.0, and -log(-log(1)) is +inf).
+GEMMA_HOST_DEVICE float UniformFromHash(uint64_t h) {
+  return (static_cast<float>(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
 }
+
+GEMMA_HOST_DEVICE float SampleUniform(uint64_t seed, uint64_t step, uint32_t token) {
+  return UniformFromHash(Mix64(Mix64(seed ^ 0x9e3779b97f4a7c15ULL) + step * 0xd1b54a32d192ed03ULL + token));
+}
+
+// Temperatures below this sample as greedy: 1 / t would overflow the scaled
+// logits (t = 1e-39 gives inf), and the draw is the argmax anyway.
+constexpr float kMinSampleTemperature = 1e-5f;
 
 }  // namespace gemma::kernels

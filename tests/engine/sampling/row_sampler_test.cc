@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/sampling/sample_rng.h"
 
 namespace gemma {
 namespace {
@@ -72,6 +73,21 @@ TEST(RowSampler, DrawsFollowTheSoftmaxOfTheKeptTokens) {
                                    << " p=" << row.top_p << " min_p=" << row.min_p;
     }
   }
+}
+
+TEST(RowSampler, UniformsStayInsideTheOpenInterval) {
+  // The extreme hashes: exactly 0 or 1 would make the Gumbel noise infinite.
+  for (uint64_t h : {uint64_t{0}, ~uint64_t{0}, ~uint64_t{0} >> 1, uint64_t{1} << 63}) {
+    const float u = kernels::UniformFromHash(h);
+    EXPECT_GT(u, 0.0f) << h;
+    EXPECT_LT(u, 1.0f) << h;
+    EXPECT_TRUE(std::isfinite(-std::log(-std::log(u)))) << h;
+  }
+}
+
+TEST(RowSampler, TinyTemperatureIsGreedy) {
+  const auto logits = Logits();
+  for (float t : {1e-39f, 1e-20f, 1e-6f}) EXPECT_EQ(SampleRow(logits, {t}), 1) << t;
 }
 
 TEST(RowSampler, SameSeedAndStepSameToken_DifferentStepsDiffer) {
