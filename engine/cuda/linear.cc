@@ -43,8 +43,8 @@ std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cu
     kernels::GemvFp8Params p;
     p.w = a.w.e4m3();
     p.w_scale = a.w.row_scale;
-    p.x = x_fp8_.get<uint8_t>();
-    p.x_scale = x_scale_.get<float>();
+    p.x = a.x_fp8;
+    p.x_scale = a.x_scale;
     p.out_bf16 = a.out_bf16;
     p.out_f32 = a.out_f32;
     p.n = a.n;
@@ -81,8 +81,18 @@ absl::Status LinearRunner::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaS
   return KernelStatus(kernels::LaunchQuantizeRowsFp8(q, stream));
 }
 
-absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
+  if (a.x_fp8 != nullptr) {
+    return a.x_scale != nullptr ? absl::OkStatus() : absl::InternalError("fp8 linear: x_fp8 without x_scale");
+  }
   GEMMA_STATUS_RETURN_IF_ERROR(QuantizeX(a.x, a.m, a.k, stream));
+  a.x_fp8 = x_fp8_.get<uint8_t>();
+  a.x_scale = x_scale_.get<float>();
+  return absl::OkStatus();
+}
+
+absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
+  GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m, true), stream));
   }
@@ -90,7 +100,7 @@ absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
   // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
   // and a small kernel scales the result in place.
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
-  auto scaled = gemm_->RunFp8(a.w.data, a.w.row_scale, x_fp8_.get(), x_scale_.get<float>(), out,
+  auto scaled = gemm_->RunFp8(a.w.data, a.w.row_scale, a.x_fp8, a.x_scale, out,
                               a.out_f32 != nullptr, a.m, a.n, a.k, stream);
   if (!scaled.ok()) return scaled.status();
   if (*scaled) return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
@@ -98,7 +108,7 @@ absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
   sp.out_bf16 = a.out_bf16;
   sp.out_f32 = a.out_f32;
   sp.weight_scale = a.w.row_scale;
-  sp.token_scale = x_scale_.get<float>();
+  sp.token_scale = a.x_scale;
   sp.m = a.m;
   sp.n = a.n;
   sp.softcap = a.softcap;
@@ -126,7 +136,6 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
 absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
   const bool fp8 = w.fp8();
-  if (fp8) GEMMA_STATUS_RETURN_IF_ERROR(QuantizeX(x, batch, k, stream));
   cudaEvent_t start, stop;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
@@ -143,6 +152,7 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   a.m = batch;
   a.n = n;
   a.k = k;
+  if (fp8) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
   for (int v = 0; v < num_variants; ++v) {
     if (!fp8 && !kernels::GemvVariantSupportsBatch(v, batch)) continue;
     GEMMA_KERNEL_RETURN_IF_ERROR(LaunchGemvVariant(a, v, stream));  // warm-up

@@ -3,7 +3,8 @@
 // GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
 // (prefill). For fp8 weights x is first quantized to E4M3 per token (one
 // scale per row, like vLLM's dynamic FP8), into buffers sized by
-// ReserveFp8(); the scales are applied in the GEMV's store, or by cuBLASLt
+// ReserveFp8(), unless the caller passes x already quantized (x_fp8,
+// x_scale); the scales are applied in the GEMV's store, or by cuBLASLt
 // (outer-vector scale mode) or else a small epilogue kernel after its FP8
 // GEMM. Decode is
 // graph-safe: no allocation or synchronization after construction; a GEMM's
@@ -14,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -32,6 +34,11 @@ struct LinearArgs {
   float* out_f32 = nullptr;          // [m, n]
   int m = 0, n = 0, k = 0;
   float softcap = 0.0f;              // > 0: cap * tanh(y / cap) (fp32 out only)
+  // fp8 weights only, optional: x already quantized per token (what
+  // LaunchQuantizeRowsFp8 writes, e.g. by the producing norm or gelu gate);
+  // then x itself is not read and no quantization is launched.
+  const uint8_t* x_fp8 = nullptr;    // [m, k] E4M3
+  const float* x_scale = nullptr;    // [m]
 };
 
 class LinearRunner {
@@ -56,9 +63,11 @@ class LinearRunner {
  private:
   LinearRunner() = default;
   int VariantFor(int n, int k, int batch, bool fp8) const;
-  absl::Status RunFp8(const LinearArgs& a, cudaStream_t stream);
+  absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
+  // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.
+  absl::Status PrepareFp8Input(LinearArgs& a, cudaStream_t stream);
   std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
 
   DeviceBuffer workspace_;

@@ -3,6 +3,7 @@
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/quant/fp8_row.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -28,6 +29,16 @@ __device__ __forceinline__ float GeluTanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
 }
 
+// gelu_tanh(gate) * up of the 8 values of vector v.
+__device__ __forceinline__ uint4 GeluGateVec(const uint4* row, int vecs, int v) {
+  float g[8], u[8], o[8];
+  Unpack8(row[v], g);
+  Unpack8(row[vecs + v], u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
+  return Pack8(o);
+}
+
 __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
   AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   const int vecs = p.inter / 8;
@@ -36,13 +47,32 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs, v = i % vecs;
     const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
-    float g[8], u[8], o[8];
-    Unpack8(row[v], g);
-    Unpack8(row[vecs + v], u);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
-    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = Pack8(o);
+    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = GeluGateVec(row, vecs, static_cast<int>(v));
   }
+}
+
+// One block per token row: the row's amax needs the whole row. The second
+// pass re-reads the bf16 values this same thread stored (program order makes
+// them visible to it), so the codes match a quantizer reading `out`.
+constexpr int kGeluQuantThreads = 1024;
+__global__ void __launch_bounds__(kGeluQuantThreads) GeluGateFp8Kernel(const __grid_constant__ GeluGateParams p) {
+  AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
+  __shared__ float scratch[32];
+  const int vecs = p.inter / 8;
+  const int64_t t = blockIdx.x;
+  const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
+  uint4* out = reinterpret_cast<uint4*>(p.out + t * p.inter);
+  float amax = 0.0f;
+  for (int v = threadIdx.x; v < vecs; v += kGeluQuantThreads) {
+    const uint4 o = GeluGateVec(row, vecs, v);
+    out[v] = o;
+    amax = fmaxf(amax, AbsMax8(o));
+  }
+  const float scale = Fp8RowScale(BlockMax(amax, scratch));
+  const float inv = 1.0f / scale;
+  if (threadIdx.x == 0) p.out_scale[t] = scale;
+  uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + t * p.inter);
+  for (int v = threadIdx.x; v < vecs; v += kGeluQuantThreads) out_fp8[v] = QuantizeE4M3x8(out[v], inv);
 }
 
 __global__ void GatherRowsKernel(const __grid_constant__ GatherRowsParams p) {
@@ -81,6 +111,11 @@ std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
   if (!p.in || !p.out) return "gelu_gate: null pointer";
   if (p.num_tokens <= 0 || p.inter <= 0 || p.inter % 8 != 0)
     return "gelu_gate: bad shape (inter must be a positive multiple of 8)";
+  if (p.out_fp8) {
+    if (!p.out_scale) return "gelu_gate: out_fp8 without out_scale";
+    GeluGateFp8Kernel<<<p.num_tokens, kGeluQuantThreads, 0, stream>>>(p);
+    return LaunchError("gelu_gate");
+  }
   GeluGateKernel<<<GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8), kThreads, 0, stream>>>(p);
   return LaunchError("gelu_gate");
 }

@@ -19,6 +19,10 @@ __device__ __forceinline__ void MmaE4M3(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void PrefetchL1(const float* ptr) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(ptr));
+}
+
 // Fragment mapping (PTX ISA, mma.m16n8k32 with 8-bit types). Lane = 4 g + t.
 // A registers: a0 = row g, k 4t..4t+3; a1 = row g+8, same k; a2 = row g,
 // k 16+4t..16+4t+3; a3 = row g+8, same k. B registers: b0 = k 4t..4t+3 of
@@ -73,9 +77,18 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
     }
   };
 
+  // The epilogue's scales are pulled into L1 up front (no registers held):
+  // a dependent DRAM miss after the stream would add its latency to every
+  // GEMV's tail. Token scales are written by the previous kernel: after waiting.
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) PrefetchL1(p.w_scale + min(row0 + r * 16 + h * 8 + g, p.n - 1));
+
   int base = beg;
   load(base);
   WaitForPreviousKernel();
+  PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
   while (base < end) {
     uint4 xv[U];
 #pragma unroll
@@ -141,10 +154,28 @@ void Launch(const GemvFp8Params& p, cudaStream_t stream) {
                 dim3(WARPS * 32), 0, stream, p);
 }
 
-// t<16-row tiles per warp>u<4-chunk steps in flight>k<warps splitting K>
-constexpr const char* kNames[] = {"t1u4",   "t1u8",   "t2u4",   "t4u2",   "t1u4k2", "t1u8k2",
-                                  "t1u4k4", "t1u8k4", "t2u4k4", "t1u4k8", "t1u8k8", "t2u4k8"};
-constexpr int kNumTilings = sizeof(kNames) / sizeof(kNames[0]);
+// t<16-row tiles per warp>u<4-chunk steps in flight>k<warps splitting K>,
+// w<warps per block> where it differs from 4 (or from k when k > 4).
+struct Tiling {
+  const char* name;
+  void (*launch)(const GemvFp8Params&, cudaStream_t);
+};
+constexpr Tiling kTilings[] = {
+    {"t1u4", Launch<1, 4, 1, 4>},        {"t1u8", Launch<1, 8, 1, 4>},
+    {"t2u4", Launch<2, 4, 1, 4>},        {"t4u2", Launch<4, 2, 1, 4>},
+    {"t1u4k2", Launch<1, 4, 2, 4>},      {"t1u8k2", Launch<1, 8, 2, 4>},
+    {"t1u4k4", Launch<1, 4, 4, 4>},      {"t1u8k4", Launch<1, 8, 4, 4>},
+    {"t2u4k4", Launch<2, 4, 4, 4>},      {"t1u4k8", Launch<1, 4, 8, 8>},
+    {"t1u8k8", Launch<1, 8, 8, 8>},      {"t2u4k8", Launch<2, 4, 8, 8>},
+    // More bytes in flight per lane, and wider K splits that put a short
+    // GEMV's whole stream in flight in one wave (issue 8 round 2). 512-thread
+    // blocks get at most 128 registers: u8 and t2u4 spill there, so not listed.
+    {"t1u16k4", Launch<1, 16, 4, 4>},    {"t1u16k8", Launch<1, 16, 8, 8>},
+    {"t2u8k4", Launch<2, 8, 4, 4>},      {"t1u8k2w8", Launch<1, 8, 2, 8>},
+    {"t1u8k4w8", Launch<1, 8, 4, 8>},    {"t1u4k16", Launch<1, 4, 16, 16>},
+    {"t2u2k16", Launch<2, 2, 16, 16>},
+};
+constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // Same default as the bf16 tensor-core GEMV (t1u8k4); autotuning may pick others.
 constexpr int kDefaultTiling = 7;
 
@@ -153,7 +184,7 @@ constexpr int kDefaultTiling = 7;
 int NumGemvFp8Variants() { return kNumTilings; }
 
 const char* GemvFp8VariantName(int variant) {
-  return variant >= 0 && variant < kNumTilings ? kNames[variant] : "default";
+  return variant >= 0 && variant < kNumTilings ? kTilings[variant].name : "default";
 }
 
 std::string LaunchGemvFp8(const GemvFp8Params& p, cudaStream_t stream) {
@@ -163,20 +194,7 @@ std::string LaunchGemvFp8(const GemvFp8Params& p, cudaStream_t stream) {
   if (p.batch < 1 || p.batch > kGemvMaxBatch) return "gemv_fp8: batch must be 1..8";
   if (p.softcap > 0.0f && !p.out_f32) return "gemv_fp8: softcap needs fp32 output";
   if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_fp8: unknown variant";
-  switch (p.variant < 0 ? kDefaultTiling : p.variant) {
-    case 0: Launch<1, 4, 1, 4>(p, stream); break;
-    case 1: Launch<1, 8, 1, 4>(p, stream); break;
-    case 2: Launch<2, 4, 1, 4>(p, stream); break;
-    case 3: Launch<4, 2, 1, 4>(p, stream); break;
-    case 4: Launch<1, 4, 2, 4>(p, stream); break;
-    case 5: Launch<1, 8, 2, 4>(p, stream); break;
-    case 6: Launch<1, 4, 4, 4>(p, stream); break;
-    case 7: Launch<1, 8, 4, 4>(p, stream); break;
-    case 8: Launch<2, 4, 4, 4>(p, stream); break;
-    case 9: Launch<1, 4, 8, 8>(p, stream); break;
-    case 10: Launch<1, 8, 8, 8>(p, stream); break;
-    default: Launch<2, 4, 8, 8>(p, stream); break;
-  }
+  kTilings[p.variant < 0 ? kDefaultTiling : p.variant].launch(p, stream);
   return LaunchError("gemv_fp8");
 }
 

@@ -2,7 +2,8 @@
 // cuBLASLt FP8 above, with cuBLASLt's outer-vector scales and with the
 // epilogue kernel) against a double reference computed from the E4M3 codes
 // and scales the device produced, and fp8 vs bf16 weights on the same
-// inputs (the quantization error itself, E4M3 with per-row/per-token scales).
+// inputs (the quantization error itself, E4M3 with per-row/per-token scales),
+// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,6 +57,18 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   DeviceArray<uint8_t> x8(size_t(m) * k);
   DeviceArray<float> xs(m);
   ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
+  // x already quantized by its producer: the runner reads the codes as given.
+  DeviceArray<__nv_bfloat16> out_pre(size_t(m) * n);
+  out_pre.Poison();
+  a.w = cuda::DeviceMatrix(w8.get(), ws.get());
+  a.x = nullptr;
+  a.x_fp8 = x8.get();
+  a.x_scale = xs.get();
+  a.out_bf16 = out_pre.get();
+  ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got_pre = gpu_test::ToFloat(out_pre.Download());
+  EXPECT_LT(gpu_test::RelErr(got_pre, got, 0, got.size()), 1e-6);
   const auto wc = w8.Download(), xc = x8.Download();
   const auto wsc = ws.Download(), xsc = xs.Download();
   std::vector<double> ref, out, out_bf16;
