@@ -55,14 +55,31 @@ class LinearRunner {
   // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
-  // fp8 `w`: the fp8 GEMV tilings (x is quantized first; ReserveFp8 first).
+  // fp8 `w`: the fp8 GEMV tilings, E4M3 x (quantized first; ReserveFp8
+  // first) and bf16 x, and the quantization itself (see Fp8VariantFor).
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
-  int num_tuned() const { return static_cast<int>(best_.size()); }
+  int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
+  // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
+  // and their times (empty when none), for the start-up log.
+  std::string Fp8TuningSummary(int batch) const;
 
  private:
   LinearRunner() = default;
-  int VariantFor(int n, int k, int batch, bool fp8) const;
+  // Measured fp8 GEMV choices of one (n, k, batch): the fastest E4M3-input
+  // variant, the fastest bf16-input (a16) one, and the quantization an E4M3
+  // variant needs when x comes unquantized.
+  struct Fp8Choice {
+    int e4m3 = -1;
+    float e4m3_ms = 0.0f;
+    int a16 = -1;
+    float a16_ms = 0.0f;
+    float quant_ms = 0.0f;
+  };
+  int VariantFor(int n, int k, int batch) const;
+  // The fp8 GEMV variant for a: a16 when it beats E4M3 plus (unless a
+  // brings x_fp8) the quantization; -1 (E4M3 default) when untuned.
+  int Fp8VariantFor(const LinearArgs& a) const;
   absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
@@ -72,7 +89,8 @@ class LinearRunner {
 
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
-  std::map<std::tuple<int, int, int, bool>, int> best_;  // (n, k, batch, fp8) -> GEMV variant
+  std::map<std::tuple<int, int, int>, int> best_;  // bf16: (n, k, batch) -> GEMV variant
+  std::map<std::tuple<int, int, int>, Fp8Choice> fp8_best_;
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;

@@ -1,5 +1,8 @@
 #include "kernels/gemv/gemv_fp8.h"
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <cstdint>
 
 #include "kernels/common/launch.h"
@@ -19,6 +22,25 @@ __device__ __forceinline__ void MmaE4M3(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// d += a (16x16 bf16, row) * b (16x8 bf16, col), fp32 accumulators.
+__device__ __forceinline__ void MmaBf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                       uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two E4M3 codes (low byte first) as a bf16x2 word, exactly: E4M3 -> f16
+// (one cvt for the pair) -> f32 -> bf16; every E4M3 value is a bf16 value.
+__device__ __forceinline__ uint32_t E4M3x2ToBf16x2(uint32_t two_codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
+  const float2 f = __half22float2(__half2(h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
 __device__ __forceinline__ void PrefetchL1(const float* ptr) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(ptr));
 }
@@ -32,10 +54,15 @@ __device__ __forceinline__ void PrefetchL1(const float* ptr) {
 // and the chunk's words .x .y feed slots (4t, 16+4t) of one MMA, .z .w the
 // same slots of a second. A warp step covers 16 rows x 4 chunks (64 k).
 //
+// A16 (bf16 activations): the lane's chunk of 16 codes becomes 8 bf16x2
+// words (word i = k 2i, 2i+1 of the chunk), and x's same 16 k are 32 bytes of
+// bf16; m16n8k16 j of the chunk takes words 2j, 2j+1 into slots (2t, 2t+8) of
+// A (rows g, g+8) and B. The same argument holds: slots depend on t only.
+//
 // A group of KS warps owns RT tiles of 16 rows; warp `part` reads the chunk
 // slice [part, part + 1) * kvec / KS, U steps of 4 chunks in flight per tile
 // row. Weights are prefetched before waiting for the previous kernel.
-template <int RT, int U, int KS, int WARPS>
+template <bool A16, int RT, int U, int KS, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constant__ GemvFp8Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   __shared__ float partial[KS > 1 ? WARPS : 1][RT * 4][32];
@@ -57,7 +84,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
     }
   }
   const bool has_x = g < p.batch;
-  const uint4* x = reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(has_x ? g : 0) * p.k);
+  const size_t x_row = static_cast<size_t>(has_x ? g : 0) * p.k;
+  const uint4* x = A16 ? reinterpret_cast<const uint4*>(p.x_bf16 + x_row) : reinterpret_cast<const uint4*>(p.x + x_row);
 
   float acc[RT][4];
 #pragma unroll
@@ -88,13 +116,17 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   int base = beg;
   load(base);
   WaitForPreviousKernel();
-  PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
+  if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
+  constexpr int kXVecs = A16 ? 2 : 1;  // 16-byte x vectors per chunk
   while (base < end) {
-    uint4 xv[U];
+    uint4 xv[U][kXVecs];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 4 * u + t;
-      xv[u] = has_x && c < end ? __ldg(x + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kXVecs; ++j) {
+        xv[u][j] = has_x && c < end ? __ldg(x + kXVecs * c + j) : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -102,8 +134,19 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       for (int r = 0; r < RT; ++r) {
         const uint4& a = wv[u][r][0];
         const uint4& b = wv[u][r][1];
-        MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[u].x, xv[u].y);
-        MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[u].z, xv[u].w);
+        if constexpr (A16) {
+          const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+          const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
+                                  xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {  // word j of the codes: k 4j..4j+3 of the chunk
+            MmaBf16(acc[r], E4M3x2ToBf16x2(aw[j]), E4M3x2ToBf16x2(bw[j]), E4M3x2ToBf16x2(aw[j] >> 16),
+                    E4M3x2ToBf16x2(bw[j] >> 16), xw[2 * j], xw[2 * j + 1]);
+          }
+        } else {
+          MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[u][0].x, xv[u][0].y);
+          MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[u][0].z, xv[u][0].w);
+        }
       }
     }
     base += 4 * U;
@@ -137,7 +180,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       const int b = 2 * t + (i % 2);
       if (row >= p.n || b >= p.batch) continue;
       const size_t o = static_cast<size_t>(b) * p.n + row;
-      const float v = acc[r][i] * p.w_scale[row] * p.x_scale[b];
+      const float v = acc[r][i] * p.w_scale[row] * (A16 ? 1.0f : p.x_scale[b]);
       if (p.out_f32) {
         p.out_f32[o] = p.softcap > 0.0f ? p.softcap * tanhf(v / p.softcap) : v;
       } else {
@@ -147,10 +190,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   }
 }
 
-template <int RT, int U, int KS, int WARPS>
+template <int RT, int U, int KS, int WARPS, bool A16 = false>
 void Launch(const GemvFp8Params& p, cudaStream_t stream) {
   const int rows_per_block = (WARPS / KS) * RT * 16;
-  LaunchWithPdl(GemvFp8Kernel<RT, U, KS, WARPS>, dim3((p.n + rows_per_block - 1) / rows_per_block),
+  LaunchWithPdl(GemvFp8Kernel<A16, RT, U, KS, WARPS>, dim3((p.n + rows_per_block - 1) / rows_per_block),
                 dim3(WARPS * 32), 0, stream, p);
 }
 
@@ -179,22 +222,42 @@ constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // Same default as the bf16 tensor-core GEMV (t1u8k4); autotuning may pick others.
 constexpr int kDefaultTiling = 7;
 
+// bf16 activations (no quantization launch): the same tilings where the
+// doubled x registers do not spill.
+constexpr Tiling kA16Tilings[] = {
+    {"a16-t1u4", Launch<1, 4, 1, 4, true>},       {"a16-t1u4k4", Launch<1, 4, 4, 4, true>},
+    {"a16-t1u8k4", Launch<1, 8, 4, 4, true>},     {"a16-t2u4k4", Launch<2, 4, 4, 4, true>},
+    {"a16-t1u4k8", Launch<1, 4, 8, 8, true>},     {"a16-t1u8k8", Launch<1, 8, 8, 8, true>},
+    {"a16-t1u8k4w8", Launch<1, 8, 4, 8, true>},   {"a16-t1u4k16", Launch<1, 4, 16, 16, true>},
+    {"a16-t1u16k4", Launch<1, 16, 4, 4, true>},
+};
+constexpr int kNumA16Tilings = sizeof(kA16Tilings) / sizeof(kA16Tilings[0]);
+
+const Tiling& TilingOf(int variant) {
+  return variant < kNumTilings ? kTilings[variant] : kA16Tilings[variant - kNumTilings];
+}
+
 }  // namespace
 
-int NumGemvFp8Variants() { return kNumTilings; }
+int NumGemvFp8Variants() { return kNumTilings + kNumA16Tilings; }
+
+bool GemvFp8VariantTakesBf16(int variant) { return variant >= kNumTilings && variant < NumGemvFp8Variants(); }
 
 const char* GemvFp8VariantName(int variant) {
-  return variant >= 0 && variant < kNumTilings ? kTilings[variant].name : "default";
+  return variant >= 0 && variant < NumGemvFp8Variants() ? TilingOf(variant).name : "default";
 }
 
 std::string LaunchGemvFp8(const GemvFp8Params& p, cudaStream_t stream) {
-  if (!p.w || !p.w_scale || !p.x || !p.x_scale) return "gemv_fp8: null input";
+  if (!p.w || !p.w_scale) return "gemv_fp8: null weights";
+  if (GemvFp8VariantTakesBf16(p.variant) ? !p.x_bf16 : (!p.x || !p.x_scale)) {
+    return "gemv_fp8: null input (E4M3 x and x_scale, or x_bf16 for a16 variants)";
+  }
   if ((p.out_bf16 == nullptr) == (p.out_f32 == nullptr)) return "gemv_fp8: need exactly one output";
   if (p.n <= 0 || p.k <= 0 || p.k % 16 != 0) return "gemv_fp8: need n >= 1 and k a positive multiple of 16";
   if (p.batch < 1 || p.batch > kGemvMaxBatch) return "gemv_fp8: batch must be 1..8";
   if (p.softcap > 0.0f && !p.out_f32) return "gemv_fp8: softcap needs fp32 output";
-  if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_fp8: unknown variant";
-  kTilings[p.variant < 0 ? kDefaultTiling : p.variant].launch(p, stream);
+  if (p.variant < -1 || p.variant >= NumGemvFp8Variants()) return "gemv_fp8: unknown variant";
+  TilingOf(p.variant < 0 ? kDefaultTiling : p.variant).launch(p, stream);
   return LaunchError("gemv_fp8");
 }
 
