@@ -1,5 +1,6 @@
 #include "engine/cuda/linear.h"
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 
@@ -22,6 +23,8 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(bool autotune
   auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m);
   if (!gemm.ok()) return gemm.status();
   r->gemm_ = std::move(*gemm);
+  const char* a16 = std::getenv("GEMMA_FP8_A16");
+  r->a16_ = a16 == nullptr || std::string(a16) != "0";
   return r;
 }
 
@@ -182,6 +185,7 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   int best[2] = {-1, -1};
   for (int v = 0; v < num_variants; ++v) {
     if (!fp8 && !kernels::GemvVariantSupportsBatch(v, batch)) continue;
+    if (fp8 && !a16_ && kernels::GemvFp8VariantTakesBf16(v)) continue;
     auto ms = time_ms([&] { return LaunchGemvVariant(a, v, stream); });
     if (!ms.ok()) return ms.status();
     const int family = fp8 && kernels::GemvFp8VariantTakesBf16(v) ? 1 : 0;

@@ -94,6 +94,7 @@ class LinearRunner {
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
+  bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
 };
 
 }  // namespace gemma::cuda
