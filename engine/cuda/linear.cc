@@ -42,12 +42,18 @@ int LinearRunner::VariantFor(int n, int k, int batch) const {
   return it == best_.end() ? -1 : it->second;
 }
 
-int LinearRunner::Fp8VariantFor(const LinearArgs& a) const {
-  auto it = fp8_best_.find({a.n, a.k, a.m});
+int LinearRunner::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const {
+  auto it = fp8_best_.find({n, k, m});
   if (it == fp8_best_.end()) return -1;
   const Fp8Choice& c = it->second;
-  const float e4m3_ms = c.e4m3_ms + (a.x_fp8 ? 0.0f : c.quant_ms);
-  return c.a16 >= 0 && a.x != nullptr && (c.e4m3 < 0 || c.a16_ms < e4m3_ms) ? c.a16 : c.e4m3;
+  const float e4m3_ms = c.e4m3_ms + (have_codes ? 0.0f : c.quant_ms);
+  return c.a16 >= 0 && have_bf16 && (c.e4m3 < 0 || c.a16_ms < e4m3_ms) ? c.a16 : c.e4m3;
+}
+
+bool LinearRunner::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
+  if (!w.fp8()) return false;
+  if (m > kernels::kGemvMaxBatch) return true;
+  return !kernels::GemvFp8VariantTakesBf16(Fp8VariantFor(n, k, m, true, true));
 }
 
 std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream) {
@@ -109,7 +115,7 @@ absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
 
 absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
   if (a.m <= kernels::kGemvMaxBatch) {
-    const int variant = Fp8VariantFor(a);
+    const int variant = Fp8VariantFor(a.n, a.k, a.m, a.x_fp8 != nullptr, a.x != nullptr);
     if (!kernels::GemvFp8VariantTakesBf16(variant)) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
     return KernelStatus(LaunchGemvVariant(a, variant, stream));
   }

@@ -50,6 +50,11 @@ class LinearRunner {
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
+  // Whether Run(w, m rows, n, k) with x_fp8 given would read those codes: fp8
+  // weights, and a GEMM (m > kGemvMaxBatch) or a GEMV whose tuned choice
+  // takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
+  // asks first, so it skips the codes the a16 GEMVs would not read.
+  bool TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const;
 
   // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
   // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
@@ -77,9 +82,10 @@ class LinearRunner {
     float quant_ms = 0.0f;
   };
   int VariantFor(int n, int k, int batch) const;
-  // The fp8 GEMV variant for a: a16 when it beats E4M3 plus (unless a
-  // brings x_fp8) the quantization; -1 (E4M3 default) when untuned.
-  int Fp8VariantFor(const LinearArgs& a) const;
+  // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
+  // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
+  // default) when untuned.
+  int Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const;
   absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);

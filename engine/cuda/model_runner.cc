@@ -75,8 +75,9 @@ int ModelRunner::DecodeSplits(int num_seqs, int num_kv_heads) const {
   return kernels::DecodeNumSplits(num_seqs, num_kv_heads, num_sms_);
 }
 
-void ModelRunner::EmitFp8(const DeviceMatrix& consumer, uint8_t** codes, float** scales, bool act) const {
-  const bool on = consumer.fp8() && normed_fp8_.get() != nullptr;
+void ModelRunner::EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
+                          bool act) const {
+  const bool on = normed_fp8_.get() != nullptr && linear_->TakesFp8Input(consumer, m, n, k);
   *codes = on ? (act ? act_fp8_ : normed_fp8_).get<uint8_t>() : nullptr;
   *scales = on ? (act ? act_scale_ : normed_scale_).get<float>() : nullptr;
 }
@@ -106,7 +107,8 @@ absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t str
   np.num_tokens = shape.num_tokens;
   np.hidden = c.hidden_size;
   np.eps = c.rms_norm_eps;
-  EmitFp8(weights_->layers()[0].qkv, &np.out_fp8, &np.out_scale, false);
+  EmitFp8(weights_->layers()[0].qkv, shape.num_tokens, weights_->layers()[0].qkv_rows, c.hidden_size,
+          &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
   for (int l = 0; l < c.num_layers; ++l) {
     GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, stream));
@@ -188,7 +190,7 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   auto* proj = proj_.get<__nv_bfloat16>();
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
-  EmitFp8(w.qkv, &codes, &scales, false);  // written by the previous norm
+  EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
       stream));
@@ -205,7 +207,7 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   np.num_tokens = t;
   np.hidden = h;
   np.eps = c.rms_norm_eps;
-  EmitFp8(w.gate_up, &np.out_fp8, &np.out_scale, false);
+  EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
@@ -213,7 +215,7 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
                    np.out_scale),
       stream));
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
-  EmitFp8(w.down_proj, &gp.out_fp8, &gp.out_scale, true);
+  EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
@@ -225,7 +227,8 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   const bool last = l + 1 == c.num_layers;
   np.out_weight = last ? weights_->final_norm() : weights_->layers()[l + 1].input_norm;
   // The final norm feeds the bf16 LM head: no codes.
-  EmitFp8(last ? DeviceMatrix() : weights_->layers()[l + 1].qkv, &np.out_fp8, &np.out_scale, false);
+  const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
+  EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 

@@ -63,9 +63,11 @@ class ModelRunner {
   int DecodeSplits(int num_seqs, int num_kv_heads) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
-  // also writes its E4M3 codes and per-token scales, and the linear reads
-  // them instead of quantizing x itself. No-ops for bf16 weights.
-  void EmitFp8(const DeviceMatrix& consumer, uint8_t** codes, float** scales, bool act) const;
+  // also writes its E4M3 codes and per-token scales when the linear (m x k
+  // -> n) would read them (LinearRunner::TakesFp8Input), so it need not
+  // quantize x itself; else *codes = *scales = nullptr.
+  void EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
+               bool act) const;
   static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
 
   const ModelConfig* config_ = nullptr;

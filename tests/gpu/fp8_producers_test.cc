@@ -135,6 +135,9 @@ TEST(Fp8ProducersTest, RejectsCodesWithoutScales) {
   EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr).find("out_scale"), std::string::npos);
   kernels::GeluGateParams g{&h, &h, 1, 8, &b, nullptr};
   EXPECT_NE(kernels::LaunchGeluGate(g, nullptr).find("out_scale"), std::string::npos);
+  g.out_scale = &f;
+  g.inter = 32776;  // past the fp8 kernel's registers
+  EXPECT_NE(kernels::LaunchGeluGate(g, nullptr).find("32768"), std::string::npos);
 }
 
 }  // namespace
