@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/launch.h"
@@ -45,133 +46,10 @@ __device__ __forceinline__ void PrefetchL1(const float* ptr) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(ptr));
 }
 
-// Fragment mapping (PTX ISA, mma.m16n8k32 with 8-bit types). Lane = 4 g + t.
-// A registers: a0 = row g, k 4t..4t+3; a1 = row g+8, same k; a2 = row g,
-// k 16+4t..16+4t+3; a3 = row g+8, same k. B registers: b0 = k 4t..4t+3 of
-// column g, b1 = k 16+4t..16+4t+3. A dot product may visit k in any order as
-// long as A and B agree, and every slot a lane holds depends on t only: lane
-// (g, t) loads the 16-byte chunk c(t) of weight rows g and g+8 and of x row g,
-// and the chunk's words .x .y feed slots (4t, 16+4t) of one MMA, .z .w the
-// same slots of a second. A warp step covers 16 rows x 4 chunks (64 k).
-//
-// A16 (bf16 activations): the lane's chunk of 16 codes becomes 8 bf16x2
-// words (word i = k 2i, 2i+1 of the chunk), and x's same 16 k are 32 bytes of
-// bf16; m16n8k16 j of the chunk takes words 2j, 2j+1 into slots (2t, 2t+8) of
-// A (rows g, g+8) and B. The same argument holds: slots depend on t only.
-//
-// A group of KS warps owns RT tiles of 16 rows; warp `part` reads the chunk
-// slice [part, part + 1) * kvec / KS, U steps of 4 chunks in flight per tile
-// row. Weights are prefetched before waiting for the previous kernel.
-template <bool A16, int RT, int U, int KS, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constant__ GemvFp8Params p) {
-  static_assert(WARPS % KS == 0, "K split must divide the block");
-  __shared__ float partial[KS > 1 ? WARPS : 1][RT * 4][32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int part = warp % KS;
-  const int row0 = (blockIdx.x * (WARPS / KS) + warp / KS) * (RT * 16);
-  const int kvec = p.k / 16;
-  const int beg = static_cast<int>(static_cast<int64_t>(kvec) * part / KS);
-  const int end = static_cast<int>(static_cast<int64_t>(kvec) * (part + 1) / KS);
-
-  const uint4* w[RT][2];
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = min(row0 + r * 16 + h * 8 + g, p.n - 1);  // rows past n: never stored
-      w[r][h] = reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(row) * p.k);
-    }
-  }
-  const bool has_x = g < p.batch;
-  const size_t x_row = static_cast<size_t>(has_x ? g : 0) * p.k;
-  const uint4* x = A16 ? reinterpret_cast<const uint4*>(p.x_bf16 + x_row) : reinterpret_cast<const uint4*>(p.x + x_row);
-
-  float acc[RT][4];
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
-
-  uint4 wv[U][RT][2];
-  auto load = [&](int base) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = base + 4 * u + t;
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) wv[u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
-    }
-  };
-
-  // The epilogue's scales are pulled into L1 up front (no registers held):
-  // a dependent DRAM miss after the stream would add its latency to every
-  // GEMV's tail. Token scales are written by the previous kernel: after waiting.
-#pragma unroll
-  for (int r = 0; r < RT; ++r)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) PrefetchL1(p.w_scale + min(row0 + r * 16 + h * 8 + g, p.n - 1));
-
-  int base = beg;
-  load(base);
-  WaitForPreviousKernel();
-  if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
-  constexpr int kXVecs = A16 ? 2 : 1;  // 16-byte x vectors per chunk
-  while (base < end) {
-    uint4 xv[U][kXVecs];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = base + 4 * u + t;
-#pragma unroll
-      for (int j = 0; j < kXVecs; ++j) {
-        xv[u][j] = has_x && c < end ? __ldg(x + kXVecs * c + j) : make_uint4(0, 0, 0, 0);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const uint4& a = wv[u][r][0];
-        const uint4& b = wv[u][r][1];
-        if constexpr (A16) {
-          const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-          const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
-                                  xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {  // word j of the codes: k 4j..4j+3 of the chunk
-            MmaBf16(acc[r], E4M3x2ToBf16x2(aw[j]), E4M3x2ToBf16x2(bw[j]), E4M3x2ToBf16x2(aw[j] >> 16),
-                    E4M3x2ToBf16x2(bw[j] >> 16), xw[2 * j], xw[2 * j + 1]);
-          }
-        } else {
-          MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[u][0].x, xv[u][0].y);
-          MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[u][0].z, xv[u][0].w);
-        }
-      }
-    }
-    base += 4 * U;
-    if (base < end) load(base);
-  }
-
-  if constexpr (KS > 1) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][r * 4 + i][lane] = acc[r][i];
-    __syncthreads();
-    if (part != 0) return;
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = acc[r][i];
-#pragma unroll
-        for (int q = 1; q < KS; ++q) v += partial[warp + q][r * 4 + i][lane];
-        acc[r][i] = v;
-      }
-  }
-
-  // Accumulator i of tile r: row row0 + 16 r + g + 8 (i / 2), batch row 2 t + (i % 2).
+// Accumulator i of tile r: row row0 + 16 r + g + 8 (i / 2), batch row 2 t + (i % 2).
+template <bool A16, int RT>
+__device__ __forceinline__ void StoreTile(const GemvFp8Params& p, const float (&acc)[RT][4], int row0, int g,
+                                          int t) {
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
 #pragma unroll
@@ -190,11 +68,158 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   }
 }
 
-template <int RT, int U, int KS, int WARPS, bool A16 = false>
+// Fragment mapping (PTX ISA, mma.m16n8k32 with 8-bit types). Lane = 4 g + t.
+// A registers: a0 = row g, k 4t..4t+3; a1 = row g+8, same k; a2 = row g,
+// k 16+4t..16+4t+3; a3 = row g+8, same k. B registers: b0 = k 4t..4t+3 of
+// column g, b1 = k 16+4t..16+4t+3. A dot product may visit k in any order as
+// long as A and B agree, and every slot a lane holds depends on t only: lane
+// (g, t) loads the 16-byte chunk c(t) of weight rows g and g+8 and of x row g,
+// and the chunk's words .x .y feed slots (4t, 16+4t) of one MMA, .z .w the
+// same slots of a second. A warp step covers 16 rows x 4 chunks (64 k).
+//
+// A16 (bf16 activations): the lane's chunk of 16 codes becomes 8 bf16x2
+// words (word i = k 2i, 2i+1 of the chunk), and x's same 16 k are 32 bytes of
+// bf16; m16n8k16 j of the chunk takes words 2j, 2j+1 into slots (2t, 2t+8) of
+// A (rows g, g+8) and B. The same argument holds: slots depend on t only.
+//
+// A group of KS warps owns RT tiles of 16 rows; warp `part` reads the chunk
+// slice [part, part + 1) * kvec / KS, U steps of 4 chunks in flight per tile
+// row. Weights are prefetched before waiting for the previous kernel.
+//
+// A block covers block tiles bt = blockIdx.x, + gridDim.x, ...: one each when
+// the grid has a block per tile; persistent launches (Launch's `persistent`)
+// give every resident block the same number of tiles, so no partial last wave.
+// The loop bound is block-uniform, so the barriers inside are safe.
+template <bool A16, int RT, int U, int KS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constant__ GemvFp8Params p) {
+  static_assert(WARPS % KS == 0, "K split must divide the block");
+  constexpr int kRowsPerBlock = (WARPS / KS) * RT * 16;
+  constexpr int kXVecs = A16 ? 2 : 1;  // 16-byte x vectors per chunk
+  __shared__ float partial[KS > 1 ? WARPS : 1][RT * 4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int part = warp % KS;
+  const int kvec = p.k / 16;
+  const int beg = static_cast<int>(static_cast<int64_t>(kvec) * part / KS);
+  const int end = static_cast<int>(static_cast<int64_t>(kvec) * (part + 1) / KS);
+  const bool has_x = g < p.batch;
+  const size_t x_row = static_cast<size_t>(has_x ? g : 0) * p.k;
+  const uint4* x = A16 ? reinterpret_cast<const uint4*>(p.x_bf16 + x_row) : reinterpret_cast<const uint4*>(p.x + x_row);
+  const int num_block_tiles = (p.n + kRowsPerBlock - 1) / kRowsPerBlock;
+
+  for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
+    const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
+    const uint4* w[RT][2];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = min(row0 + r * 16 + h * 8 + g, p.n - 1);  // rows past n: never stored
+        w[r][h] = reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(row) * p.k);
+        // The epilogue's scales, pulled into L1 now (no registers held): a
+        // dependent DRAM miss after the stream would lengthen every tail.
+        PrefetchL1(p.w_scale + row);
+      }
+    }
+
+    float acc[RT][4];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
+
+    uint4 wv[U][RT][2];
+    auto load = [&](int base) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = base + 4 * u + t;
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) wv[u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
+      }
+    };
+
+    int base = beg;
+    load(base);
+    WaitForPreviousKernel();  // returns at once after the first tile
+    if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
+    while (base < end) {
+      uint4 xv[U][kXVecs];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = base + 4 * u + t;
+#pragma unroll
+        for (int j = 0; j < kXVecs; ++j) {
+          xv[u][j] = has_x && c < end ? __ldg(x + kXVecs * c + j) : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          const uint4& a = wv[u][r][0];
+          const uint4& b = wv[u][r][1];
+          if constexpr (A16) {
+            const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+            const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
+                                    xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {  // word j of the codes: k 4j..4j+3 of the chunk
+              MmaBf16(acc[r], E4M3x2ToBf16x2(aw[j]), E4M3x2ToBf16x2(bw[j]), E4M3x2ToBf16x2(aw[j] >> 16),
+                      E4M3x2ToBf16x2(bw[j] >> 16), xw[2 * j], xw[2 * j + 1]);
+            }
+          } else {
+            MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[u][0].x, xv[u][0].y);
+            MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[u][0].z, xv[u][0].w);
+          }
+        }
+      }
+      base += 4 * U;
+      if (base < end) load(base);
+    }
+
+    if constexpr (KS > 1) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) partial[warp][r * 4 + i][lane] = acc[r][i];
+      __syncthreads();
+      if (part == 0) {
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float v = acc[r][i];
+#pragma unroll
+            for (int q = 1; q < KS; ++q) v += partial[warp + q][r * 4 + i][lane];
+            acc[r][i] = v;
+          }
+      }
+      __syncthreads();  // partial is rewritten by the next tile
+    }
+    if (part == 0) StoreTile<A16, RT>(p, acc, row0, g, t);
+  }
+}
+
+// One block per block tile, or (`persistent`) as many blocks as fit on the
+// device at once, trimmed so that every block gets the same number of tiles.
+template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false>
 void Launch(const GemvFp8Params& p, cudaStream_t stream) {
+  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
-  LaunchWithPdl(GemvFp8Kernel<A16, RT, U, KS, WARPS>, dim3((p.n + rows_per_block - 1) / rows_per_block),
-                dim3(WARPS * 32), 0, stream, p);
+  const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
+  int blocks = tiles;
+  if (persistent) {
+    int device = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
+    const int resident = std::max(1, sms * per_sm);
+    const int rounds = (tiles + resident - 1) / resident;
+    blocks = (tiles + rounds - 1) / rounds;
+  }
+  LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 
 // t<16-row tiles per warp>u<4-chunk steps in flight>k<warps splitting K>,
@@ -217,6 +242,10 @@ constexpr Tiling kTilings[] = {
     {"t2u8k4", Launch<2, 8, 4, 4>},      {"t1u8k2w8", Launch<1, 8, 2, 8>},
     {"t1u8k4w8", Launch<1, 8, 4, 8>},    {"t1u4k16", Launch<1, 4, 16, 16>},
     {"t2u2k16", Launch<2, 2, 16, 16>},
+    // Persistent: one wave of equally loaded blocks.
+    {"p-t1u8", Launch<1, 8, 1, 4, false, true>},     {"p-t1u8k4", Launch<1, 8, 4, 4, false, true>},
+    {"p-t1u4k4", Launch<1, 4, 4, 4, false, true>},   {"p-t2u4k4", Launch<2, 4, 4, 4, false, true>},
+    {"p-t1u4k8", Launch<1, 4, 8, 8, false, true>},   {"p-t1u8k8", Launch<1, 8, 8, 8, false, true>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // Same default as the bf16 tensor-core GEMV (t1u8k4); autotuning may pick others.
@@ -230,6 +259,8 @@ constexpr Tiling kA16Tilings[] = {
     {"a16-t1u4k8", Launch<1, 4, 8, 8, true>},     {"a16-t1u8k8", Launch<1, 8, 8, 8, true>},
     {"a16-t1u8k4w8", Launch<1, 8, 4, 8, true>},   {"a16-t1u4k16", Launch<1, 4, 16, 16, true>},
     {"a16-t1u16k4", Launch<1, 16, 4, 4, true>},
+    {"a16-p-t1u8k4", Launch<1, 8, 4, 4, true, true>}, {"a16-p-t1u4k4", Launch<1, 4, 4, 4, true, true>},
+    {"a16-p-t1u4k8", Launch<1, 4, 8, 8, true, true>},
 };
 constexpr int kNumA16Tilings = sizeof(kA16Tilings) / sizeof(kA16Tilings[0]);
 
