@@ -107,41 +107,46 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   const uint4* x = A16 ? reinterpret_cast<const uint4*>(p.x_bf16 + x_row) : reinterpret_cast<const uint4*>(p.x + x_row);
   const int num_block_tiles = (p.n + kRowsPerBlock - 1) / kRowsPerBlock;
 
-  for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
+  const uint4* w[RT][2];
+  // Points w at block tile bt's rows and pulls their scales into L1 (no
+  // registers held: a dependent DRAM miss in the epilogue would lengthen
+  // every tail).
+  auto set_tile = [&](int bt) {
     const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
-    const uint4* w[RT][2];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = min(row0 + r * 16 + h * 8 + g, p.n - 1);  // rows past n: never stored
         w[r][h] = reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(row) * p.k);
-        // The epilogue's scales, pulled into L1 now (no registers held): a
-        // dependent DRAM miss after the stream would lengthen every tail.
         PrefetchL1(p.w_scale + row);
       }
     }
+  };
+  uint4 wv[U][RT][2];
+  auto load = [&](int base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 4 * u + t;
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wv[u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
 
+  if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
+  set_tile(blockIdx.x);
+  load(beg);
+  for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
+    const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
     float acc[RT][4];
 #pragma unroll
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
 
-    uint4 wv[U][RT][2];
-    auto load = [&](int base) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = base + 4 * u + t;
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) wv[u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
-      }
-    };
-
     int base = beg;
-    load(base);
     WaitForPreviousKernel();  // returns at once after the first tile
     if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
     while (base < end) {
@@ -177,6 +182,12 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       }
       base += 4 * U;
       if (base < end) load(base);
+    }
+    // Persistent blocks: the next tile's first loads fly during this one's
+    // reduction and store.
+    if (bt + static_cast<int>(gridDim.x) < num_block_tiles) {
+      set_tile(bt + gridDim.x);
+      load(beg);
     }
 
     if constexpr (KS > 1) {
