@@ -221,12 +221,16 @@ void Launch(const GemvFp8Params& p, cudaStream_t stream) {
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
-  if (persistent) {
-    int device = 0, sms = 0, per_sm = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
-    const int resident = std::max(1, sms * per_sm);
+  if constexpr (persistent) {
+    // Queried once per process (the server drives one device): a query per
+    // launch would slow the back-to-back launches autotuning times.
+    static const int resident = [kernel] {
+      int device = 0, sms = 0, per_sm = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
+      return std::max(1, sms * per_sm);
+    }();
     const int rounds = (tiles + resident - 1) / resident;
     blocks = (tiles + rounds - 1) / rounds;
   }
