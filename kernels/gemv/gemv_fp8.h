@@ -11,6 +11,8 @@
 // streams 16-byte chunks of two weight rows, a warp step covers 16 rows x 4
 // chunks, K may be split across warps of a block. A chunk holds 16 k here
 // instead of 8, so the same loads move twice the k per byte of weights.
+// "p-" tilings are persistent: one wave of blocks, each with the same number
+// of row tiles (the occupancy is queried once per process).
 //
 // Launchers validate, never allocate or synchronize, and return an error
 // message ("" on success). No engine types.
