@@ -2,10 +2,14 @@
 # Runs ON the GPU machine, from the repository root, with a bundle made by
 # scripts/device_bundle.sh (binaries in $BUNDLE/bin, libraries in $BUNDLE/lib):
 # the FP8 weight path (issue 8) in under ~4 minutes:
-#   1. gpu_fp8_kernels_test   quantizer, fp8 GEMV (every tiling, 31B shapes), epilogue
-#   2. gpu_fp8_quality_test   fp8 logits vs the fortunes float64 golden; 31B random fp8 vs bf16
-#   3. gemv-fp8-bench         decode GEMV TB/s, bf16 vs fp8, 31B shapes, batch 1/2/4/8
-#   4. gemma-bench --weights fp8 (31B, random weights): decode @512, prefill @8K
+#   1. gpu_fp8_kernels_test   quantizer, fp8 GEMV (every tiling, E4M3 and a16 input, 31B
+#                             shapes), epilogue, norm / gelu gate emitting fp8 rows
+#   2. gpu_fp8_quality_test   fp8 logits vs the fortunes float64 golden; 31B random fp8 vs
+#                             bf16; LinearRunner paths (pre-quantized x, tuned a16)
+#   3. gemv-fp8-bench         decode GEMV TB/s, bf16 vs fp8 (E4M3 / a16), 31B shapes, batch
+#                             1/2/4/8, and the batch-1 fp8 GEMV sum of one token
+#   4. gemma-bench --weights fp8 (31B, random weights): decode @512 (also without the a16
+#      GEMVs, GEMMA_FP8_A16=0, for comparison), prefill @8K
 # Logs go to $OUT (default gpu-out); a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_fp8.sh
 set -uo pipefail
@@ -25,12 +29,14 @@ run() {  # name timeout_s command...
 }
 : > "$out/status.txt"
 run gpu_fp8_kernels_test 120 "$bundle/bin/gpu_fp8_kernels_test" --gtest_brief=1
-run gpu_fp8_quality_test 90 "$bundle/bin/gpu_fp8_quality_test" --gtest_brief=1
-run gemv-fp8-bench 30 "$bundle/bin/gemv-fp8-bench"
+run gpu_fp8_quality_test 120 "$bundle/bin/gpu_fp8_quality_test" --gtest_brief=1
+run gemv-fp8-bench 60 "$bundle/bin/gemv-fp8-bench"
 # One depth, 8K prompt: prefill tok/s at 8K and decode tok/s at depth 8K; the
 # second run gives decode at depth 512 (prefill 512).
 run bench_fp8_512 60 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 \
   --skip-gemv --depths 512 --json "$out/bench_fp8_512.json"
+GEMMA_FP8_A16=0 run bench_fp8_512_no_a16 60 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b \
+  --random-weights --weights fp8 --skip-gemv --depths 512 --json "$out/bench_fp8_512_no_a16.json"
 run bench_fp8_8k 70 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 \
   --skip-gemv --depths 8192 --json "$out/bench_fp8_8k.json"
 # If cuBLASLt's outer-vector fp8 scales misbehave, the epilogue path instead.
@@ -47,6 +53,10 @@ done
 echo "==== quality"
 grep -hE 'fp8-quality|linear-fp8' "$out/gpu_fp8_quality_test.log"
 echo "==== decode GEMV (weight bytes / time, best tiling each)"
-grep -hE '^gemv-fp8 .* b(1|8) ' "$out/gemv-fp8-bench.log" | sed -E 's/ +/ /g'  # b2, b4: see the log
+grep -hE '^gemv-fp8 .* b(1|8) |decode token' "$out/gemv-fp8-bench.log" | sed -E 's/ +/ /g'  # b2, b4: see the log
+echo "==== autotuned fp8 GEMVs at batch 1 (gemma-bench 512)"
+grep -hE '^  fp8 GEMV' "$out/bench_fp8_512.log"
 echo "==== gemma-bench 31B fp8 (targets: decode@512 >= 100 tok/s, prefill@8K >= 11.5K tok/s)"
-grep -hE 'bench: depth|weights .* GB|outer-vector|error|Error' "$out"/bench_fp8_*.log | sed -E 's/^\[[^]]*\] //' | sort -u | tail -12
+for f in "$out"/bench_fp8_*.log; do
+  grep -hE 'bench: depth|outer-vector|error|Error' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
+done

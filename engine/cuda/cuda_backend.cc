@@ -175,6 +175,7 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
     }
   }
   spdlog::info("cuda: GEMV autotuned for {} shapes x {} batch sizes", shapes.size(), max_batch);
+  if (const std::string fp8 = linear->Fp8TuningSummary(1); !fp8.empty()) spdlog::info("cuda: fp8 GEMV at batch 1:\n{}", fp8);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 #include "engine/cuda/linear.h"
 
+#include <cstdlib>
+#include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,8 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(bool autotune
   auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m);
   if (!gemm.ok()) return gemm.status();
   r->gemm_ = std::move(*gemm);
+  const char* a16 = std::getenv("GEMMA_FP8_A16");
+  r->a16_ = a16 == nullptr || std::string(a16) != "0";
   return r;
 }
 
@@ -33,9 +37,23 @@ absl::Status LinearRunner::ReserveFp8(int max_m, int max_k) {
   return absl::OkStatus();
 }
 
-int LinearRunner::VariantFor(int n, int k, int batch, bool fp8) const {
-  auto it = best_.find({n, k, batch, fp8});
+int LinearRunner::VariantFor(int n, int k, int batch) const {
+  auto it = best_.find({n, k, batch});
   return it == best_.end() ? -1 : it->second;
+}
+
+int LinearRunner::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const {
+  auto it = fp8_best_.find({n, k, m});
+  if (it == fp8_best_.end()) return -1;
+  const Fp8Choice& c = it->second;
+  const float e4m3_ms = c.e4m3_ms + (have_codes ? 0.0f : c.quant_ms);
+  return c.a16 >= 0 && have_bf16 && (c.e4m3 < 0 || c.a16_ms < e4m3_ms) ? c.a16 : c.e4m3;
+}
+
+bool LinearRunner::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
+  if (!w.fp8()) return false;
+  if (m > kernels::kGemvMaxBatch) return true;
+  return !kernels::GemvFp8VariantTakesBf16(Fp8VariantFor(n, k, m, true, true));
 }
 
 std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream) {
@@ -43,8 +61,12 @@ std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cu
     kernels::GemvFp8Params p;
     p.w = a.w.e4m3();
     p.w_scale = a.w.row_scale;
-    p.x = x_fp8_.get<uint8_t>();
-    p.x_scale = x_scale_.get<float>();
+    if (kernels::GemvFp8VariantTakesBf16(variant)) {
+      p.x_bf16 = a.x;
+    } else {
+      p.x = a.x_fp8;
+      p.x_scale = a.x_scale;
+    }
     p.out_bf16 = a.out_bf16;
     p.out_f32 = a.out_f32;
     p.n = a.n;
@@ -81,16 +103,28 @@ absl::Status LinearRunner::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaS
   return KernelStatus(kernels::LaunchQuantizeRowsFp8(q, stream));
 }
 
-absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
-  GEMMA_STATUS_RETURN_IF_ERROR(QuantizeX(a.x, a.m, a.k, stream));
-  if (a.m <= kernels::kGemvMaxBatch) {
-    return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m, true), stream));
+absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
+  if (a.x_fp8 != nullptr) {
+    return a.x_scale != nullptr ? absl::OkStatus() : absl::InternalError("fp8 linear: x_fp8 without x_scale");
   }
+  GEMMA_STATUS_RETURN_IF_ERROR(QuantizeX(a.x, a.m, a.k, stream));
+  a.x_fp8 = x_fp8_.get<uint8_t>();
+  a.x_scale = x_scale_.get<float>();
+  return absl::OkStatus();
+}
+
+absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
+  if (a.m <= kernels::kGemvMaxBatch) {
+    const int variant = Fp8VariantFor(a.n, a.k, a.m, a.x_fp8 != nullptr, a.x != nullptr);
+    if (!kernels::GemvFp8VariantTakesBf16(variant)) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
+    return KernelStatus(LaunchGemvVariant(a, variant, stream));
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
   // cuBLASLt applies the per-row weight and per-token activation scales when
   // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
   // and a small kernel scales the result in place.
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
-  auto scaled = gemm_->RunFp8(a.w.data, a.w.row_scale, x_fp8_.get(), x_scale_.get<float>(), out,
+  auto scaled = gemm_->RunFp8(a.w.data, a.w.row_scale, a.x_fp8, a.x_scale, out,
                               a.out_f32 != nullptr, a.m, a.n, a.k, stream);
   if (!scaled.ok()) return scaled.status();
   if (*scaled) return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
@@ -98,7 +132,7 @@ absl::Status LinearRunner::RunFp8(const LinearArgs& a, cudaStream_t stream) {
   sp.out_bf16 = a.out_bf16;
   sp.out_f32 = a.out_f32;
   sp.weight_scale = a.w.row_scale;
-  sp.token_scale = x_scale_.get<float>();
+  sp.token_scale = a.x_scale;
   sp.m = a.m;
   sp.n = a.n;
   sp.softcap = a.softcap;
@@ -116,7 +150,7 @@ absl::Status LinearRunner::Softcap(const LinearArgs& a, cudaStream_t stream) {
 absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
   if (a.w.fp8()) return RunFp8(a, stream);
   if (a.m <= kernels::kGemvMaxBatch) {
-    return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m, false), stream));
+    return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));
   }
   void* out = a.out_f32 ? static_cast<void*>(a.out_f32) : static_cast<void*>(a.out_bf16);
   GEMMA_STATUS_RETURN_IF_ERROR(gemm_->Run(a.w.data, a.x, out, a.out_f32 != nullptr, a.m, a.n, a.k, stream));
@@ -126,16 +160,21 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
 absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
   const bool fp8 = w.fp8();
-  if (fp8) GEMMA_STATUS_RETURN_IF_ERROR(QuantizeX(x, batch, k, stream));
   cudaEvent_t start, stop;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  float best_ms = 1e30f;
-  int best = -1;
-  // bf16: CUDA-core tilings and, for batch >= 2, the tensor-core ones; fp8:
-  // its tensor-core tilings. The fastest wins, so adding candidates never
-  // makes a tuned shape slower.
-  const int num_variants = fp8 ? kernels::NumGemvFp8Variants() : kernels::NumGemvVariants();
+  // Mean ms of `launch` over kReps back-to-back runs after a warm-up.
+  auto time_ms = [&](const std::function<std::string()>& launch) -> absl::StatusOr<float> {
+    GEMMA_KERNEL_RETURN_IF_ERROR(launch());
+    constexpr int kReps = 10;
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < kReps; ++i) launch();
+    cudaEventRecord(stop, stream);
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    return ms / kReps;
+  };
   LinearArgs a;
   a.w = w;
   a.x = x;
@@ -143,25 +182,49 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   a.m = batch;
   a.n = n;
   a.k = k;
+  if (fp8) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
+  // bf16: CUDA-core tilings and, for batch >= 2, the tensor-core ones; fp8:
+  // its E4M3-input and bf16-input tilings, the fastest of each kept. The
+  // fastest wins, so adding candidates never makes a tuned shape slower.
+  const int num_variants = fp8 ? kernels::NumGemvFp8Variants() : kernels::NumGemvVariants();
+  float best_ms[2] = {1e30f, 1e30f};  // [bf16 input] (fp8: E4M3 x, bf16 x; bf16: [0])
+  int best[2] = {-1, -1};
   for (int v = 0; v < num_variants; ++v) {
     if (!fp8 && !kernels::GemvVariantSupportsBatch(v, batch)) continue;
-    GEMMA_KERNEL_RETURN_IF_ERROR(LaunchGemvVariant(a, v, stream));  // warm-up
-    constexpr int kReps = 10;
-    cudaEventRecord(start, stream);
-    for (int i = 0; i < kReps; ++i) LaunchGemvVariant(a, v, stream);
-    cudaEventRecord(stop, stream);
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (ms < best_ms) {
-      best_ms = ms;
-      best = v;
+    if (fp8 && !a16_ && kernels::GemvFp8VariantTakesBf16(v)) continue;
+    auto ms = time_ms([&] { return LaunchGemvVariant(a, v, stream); });
+    if (!ms.ok()) return ms.status();
+    const int family = fp8 && kernels::GemvFp8VariantTakesBf16(v) ? 1 : 0;
+    if (*ms < best_ms[family]) {
+      best_ms[family] = *ms;
+      best[family] = v;
     }
+  }
+  if (fp8) {
+    auto quant_ms = time_ms([&] {
+      const absl::Status st = QuantizeX(x, batch, k, stream);
+      return st.ok() ? std::string() : std::string(st.message());
+    });
+    if (!quant_ms.ok()) return quant_ms.status();
+    fp8_best_[{n, k, batch}] = Fp8Choice{best[0], best_ms[0], best[1], best_ms[1], *quant_ms};
+  } else {
+    best_[{n, k, batch}] = best[0];
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  best_[{n, k, batch, fp8}] = best;
   return absl::OkStatus();
+}
+
+std::string LinearRunner::Fp8TuningSummary(int batch) const {
+  std::string s;
+  for (const auto& [key, c] : fp8_best_) {
+    const auto [n, k, b] = key;
+    if (b != batch) continue;
+    absl::StrAppend(&s, s.empty() ? "" : "\n", "  fp8 GEMV ", n, " x ", k, " b", b, ": ",
+                    kernels::GemvFp8VariantName(c.e4m3), " ", c.e4m3_ms * 1e3f, " us + quant ", c.quant_ms * 1e3f,
+                    " us | ", kernels::GemvFp8VariantName(c.a16), " ", c.a16_ms * 1e3f, " us");
+  }
+  return s;
 }
 
 }  // namespace gemma::cuda

@@ -3,7 +3,8 @@
 // GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
 // (prefill). For fp8 weights x is first quantized to E4M3 per token (one
 // scale per row, like vLLM's dynamic FP8), into buffers sized by
-// ReserveFp8(); the scales are applied in the GEMV's store, or by cuBLASLt
+// ReserveFp8(), unless the caller passes x already quantized (x_fp8,
+// x_scale); the scales are applied in the GEMV's store, or by cuBLASLt
 // (outer-vector scale mode) or else a small epilogue kernel after its FP8
 // GEMM. Decode is
 // graph-safe: no allocation or synchronization after construction; a GEMM's
@@ -14,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -32,6 +34,11 @@ struct LinearArgs {
   float* out_f32 = nullptr;          // [m, n]
   int m = 0, n = 0, k = 0;
   float softcap = 0.0f;              // > 0: cap * tanh(y / cap) (fp32 out only)
+  // fp8 weights only, optional: x already quantized per token (what
+  // LaunchQuantizeRowsFp8 writes, e.g. by the producing norm or gelu gate);
+  // then x itself is not read and no quantization is launched.
+  const uint8_t* x_fp8 = nullptr;    // [m, k] E4M3
+  const float* x_scale = nullptr;    // [m]
 };
 
 class LinearRunner {
@@ -43,30 +50,57 @@ class LinearRunner {
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
+  // Whether Run(w, m rows, n, k) with x_fp8 given would read those codes: fp8
+  // weights, and a GEMM (m > kGemvMaxBatch) or a GEMV whose tuned choice
+  // takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
+  // asks first, so it skips the codes the a16 GEMVs would not read.
+  bool TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const;
 
   // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
   // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
-  // fp8 `w`: the fp8 GEMV tilings (x is quantized first; ReserveFp8 first).
+  // fp8 `w`: the fp8 GEMV tilings, E4M3 x (quantized first; ReserveFp8
+  // first) and bf16 x, and the quantization itself (see Fp8VariantFor).
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
-  int num_tuned() const { return static_cast<int>(best_.size()); }
+  int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
+  // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
+  // and their times (empty when none), for the start-up log.
+  std::string Fp8TuningSummary(int batch) const;
 
  private:
   LinearRunner() = default;
-  int VariantFor(int n, int k, int batch, bool fp8) const;
-  absl::Status RunFp8(const LinearArgs& a, cudaStream_t stream);
+  // Measured fp8 GEMV choices of one (n, k, batch): the fastest E4M3-input
+  // variant, the fastest bf16-input (a16) one, and the quantization an E4M3
+  // variant needs when x comes unquantized.
+  struct Fp8Choice {
+    int e4m3 = -1;
+    float e4m3_ms = 0.0f;
+    int a16 = -1;
+    float a16_ms = 0.0f;
+    float quant_ms = 0.0f;
+  };
+  int VariantFor(int n, int k, int batch) const;
+  // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
+  // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
+  // default) when untuned.
+  int Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const;
+  absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
+  // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.
+  absl::Status PrepareFp8Input(LinearArgs& a, cudaStream_t stream);
   std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
 
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
-  std::map<std::tuple<int, int, int, bool>, int> best_;  // (n, k, batch, fp8) -> GEMV variant
+  std::map<std::tuple<int, int, int>, int> best_;  // bf16: (n, k, batch) -> GEMV variant
+  std::map<std::tuple<int, int, int>, Fp8Choice> fp8_best_;
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
+  bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
 };
 
 }  // namespace gemma::cuda

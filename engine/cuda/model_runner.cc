@@ -48,6 +48,12 @@ absl::Status ModelRunner::Allocate(int t) {
   GEMMA_STATUS_RETURN_IF_ERROR(proj_.Allocate(t * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(act_.Allocate(t * inter * bf));
+  if (weights_->layers()[0].gate_up.fp8()) {
+    GEMMA_STATUS_RETURN_IF_ERROR(normed_fp8_.Allocate(t * h));
+    GEMMA_STATUS_RETURN_IF_ERROR(normed_scale_.Allocate(t * sizeof(float)));
+    GEMMA_STATUS_RETURN_IF_ERROR(act_fp8_.Allocate(t * inter));
+    GEMMA_STATUS_RETURN_IF_ERROR(act_scale_.Allocate(t * sizeof(float)));
+  }
   GEMMA_STATUS_RETURN_IF_ERROR(rows_.Allocate(max_logit_rows_ * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(logits_.Allocate(size_t{static_cast<size_t>(max_logit_rows_)} *
                                                 config_->vocab_size * sizeof(float)));
@@ -69,6 +75,19 @@ int ModelRunner::DecodeSplits(int num_seqs, int num_kv_heads) const {
   return kernels::DecodeNumSplits(num_seqs, num_kv_heads, num_sms_);
 }
 
+void ModelRunner::EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
+                          bool act) const {
+  const bool on = normed_fp8_.get() != nullptr && linear_->TakesFp8Input(consumer, m, n, k);
+  *codes = on ? (act ? act_fp8_ : normed_fp8_).get<uint8_t>() : nullptr;
+  *scales = on ? (act ? act_scale_ : normed_scale_).get<float>() : nullptr;
+}
+
+LinearArgs ModelRunner::WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales) {
+  a.x_fp8 = codes;
+  a.x_scale = scales;
+  return a;
+}
+
 absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   kernels::EmbeddingParams ep;
@@ -88,6 +107,8 @@ absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t str
   np.num_tokens = shape.num_tokens;
   np.hidden = c.hidden_size;
   np.eps = c.rms_norm_eps;
+  EmitFp8(weights_->layers()[0].qkv, shape.num_tokens, weights_->layers()[0].qkv_rows, c.hidden_size,
+          &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
   for (int l = 0; l < c.num_layers; ++l) {
     GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, stream));
@@ -167,8 +188,12 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   // (2026-11-30: 0.023-0.033 vs <= 0.018 at prompt 1 step 26): noise-level,
   // so the measured-green bf16 path stays.
   auto* proj = proj_.get<__nv_bfloat16>();
+  uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
+  float* scales = nullptr;
+  EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-      {w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, stream));
+      WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
+      stream));
   GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream));
@@ -182,19 +207,28 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   np.num_tokens = t;
   np.hidden = h;
   np.eps = c.rms_norm_eps;
+  EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-      {w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, stream));
+      WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
+                   np.out_scale),
+      stream));
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
+  EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-      {w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, stream));
+      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
+                   gp.out_scale),
+      stream));
 
   np.branch_weight = w.post_feedforward_norm;
   np.layer_scalar = w.layer_scalar;
   const bool last = l + 1 == c.num_layers;
   np.out_weight = last ? weights_->final_norm() : weights_->layers()[l + 1].input_norm;
+  // The final norm feeds the bf16 LM head: no codes.
+  const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
+  EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 

@@ -62,6 +62,13 @@ class ModelRunner {
   // captured graph serves every depth.
   int DecodeSplits(int num_seqs, int num_kv_heads) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
+  // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
+  // also writes its E4M3 codes and per-token scales when the linear (m x k
+  // -> n) would read them (LinearRunner::TakesFp8Input), so it need not
+  // quantize x itself; else *codes = *scales = nullptr.
+  void EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
+               bool act) const;
+  static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
 
   const ModelConfig* config_ = nullptr;
   const DeviceWeights* weights_ = nullptr;
@@ -85,6 +92,10 @@ class ModelRunner {
   DeviceBuffer proj_;       // bf16 [T, H]: o_proj / down_proj output
   DeviceBuffer gate_up_;    // bf16 [T, 2I]
   DeviceBuffer act_;        // bf16 [T, I]
+  DeviceBuffer normed_fp8_;    // E4M3 [T, H] + fp32 [T] scales: normed_ for fp8 weights
+  DeviceBuffer normed_scale_;
+  DeviceBuffer act_fp8_;       // E4M3 [T, I] + fp32 [T] scales: act_ for fp8 weights
+  DeviceBuffer act_scale_;
   DeviceBuffer rows_;       // bf16 [max_logit_rows, H]
   DeviceBuffer logits_;     // fp32 [max_logit_rows, V]
   DeviceBuffer ids_;        // int32 [max_logit_rows]

@@ -3,6 +3,7 @@
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/quant/fp8_row.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -28,6 +29,16 @@ __device__ __forceinline__ float GeluTanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
 }
 
+// gelu_tanh(gate) * up of 8 values.
+__device__ __forceinline__ uint4 GeluGate8(const uint4& gate, const uint4& up) {
+  float g[8], u[8], o[8];
+  Unpack8(gate, g);
+  Unpack8(up, u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
+  return Pack8(o);
+}
+
 __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
   AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   const int vecs = p.inter / 8;
@@ -36,12 +47,49 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs, v = i % vecs;
     const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
-    float g[8], u[8], o[8];
-    Unpack8(row[v], g);
-    Unpack8(row[vecs + v], u);
+    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = GeluGate8(row[v], row[vecs + v]);
+  }
+}
+
+// One block per token row (the row's amax needs the whole row); each thread
+// keeps its <= kGeluFp8Vecs outputs in registers for the second pass, and
+// issues all its loads before any math.
+constexpr int kGeluFp8Threads = 1024;
+constexpr int kGeluFp8Vecs = 4;  // inter <= 8 * 1024 * 4 = 32768
+__global__ void __launch_bounds__(kGeluFp8Threads) GeluGateFp8Kernel(const __grid_constant__ GeluGateParams p) {
+  AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
+  __shared__ float scratch[32];
+  const int vecs = p.inter / 8;
+  const int64_t t = blockIdx.x;
+  const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
+  uint4* out = reinterpret_cast<uint4*>(p.out + t * p.inter);
+  uint4 gate[kGeluFp8Vecs], up[kGeluFp8Vecs];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
-    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = Pack8(o);
+  for (int i = 0; i < kGeluFp8Vecs; ++i) {
+    const int v = threadIdx.x + i * kGeluFp8Threads;
+    if (v < vecs) {
+      gate[i] = row[v];
+      up[i] = row[vecs + v];
+    }
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGeluFp8Vecs; ++i) {
+    const int v = threadIdx.x + i * kGeluFp8Threads;
+    if (v < vecs) {
+      gate[i] = GeluGate8(gate[i], up[i]);  // gate[] now holds the outputs
+      out[v] = gate[i];
+      amax = fmaxf(amax, AbsMax8(gate[i]));
+    }
+  }
+  const float scale = Fp8RowScale(BlockMax(amax, scratch));
+  const float inv = 1.0f / scale;
+  if (threadIdx.x == 0) p.out_scale[t] = scale;
+  uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + t * p.inter);
+#pragma unroll
+  for (int i = 0; i < kGeluFp8Vecs; ++i) {
+    const int v = threadIdx.x + i * kGeluFp8Threads;
+    if (v < vecs) out_fp8[v] = QuantizeE4M3x8(gate[i], inv);
   }
 }
 
@@ -81,6 +129,12 @@ std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
   if (!p.in || !p.out) return "gelu_gate: null pointer";
   if (p.num_tokens <= 0 || p.inter <= 0 || p.inter % 8 != 0)
     return "gelu_gate: bad shape (inter must be a positive multiple of 8)";
+  if (p.out_fp8) {
+    if (!p.out_scale) return "gelu_gate: out_fp8 without out_scale";
+    if (p.inter > 8 * kGeluFp8Threads * kGeluFp8Vecs) return "gelu_gate: out_fp8 supports inter up to 32768";
+    GeluGateFp8Kernel<<<p.num_tokens, kGeluFp8Threads, 0, stream>>>(p);
+    return LaunchError("gelu_gate");
+  }
   GeluGateKernel<<<GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8), kThreads, 0, stream>>>(p);
   return LaunchError("gelu_gate");
 }

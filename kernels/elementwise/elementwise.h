@@ -25,12 +25,17 @@ struct EmbeddingParams {
 std::string LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream);
 
 // out[t, i] = gelu_tanh(in[t, i]) * in[t, inter + i]: the fused gate|up
-// projection's output feeds the down projection.
+// projection's output feeds the down projection. With out_fp8, out is also
+// quantized to E4M3 per row for an fp8 down projection (the bits
+// LaunchQuantizeRowsFp8 would write for `out`); that runs one block per row
+// and supports inter up to 32768.
 struct GeluGateParams {
   const __nv_bfloat16* in = nullptr;  // [num_tokens, 2 * inter] (gate | up)
   __nv_bfloat16* out = nullptr;       // [num_tokens, inter]
   int num_tokens = 0;
   int inter = 0;                      // multiple of 8
+  uint8_t* out_fp8 = nullptr;         // [num_tokens, inter] E4M3 of out, or nullptr
+  float* out_scale = nullptr;         // [num_tokens] its per-row scales; required with out_fp8
 };
 std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream);
 

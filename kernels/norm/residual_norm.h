@@ -1,6 +1,8 @@
 // RMSNorm fused with Gemma 4's residual update. Per token row:
 //   if branch:  h = s * (h + rms(branch, branch_weight))   (s = *layer_scalar or 1)
 //   out = rms(h, out_weight)
+// and, when out_fp8 is set, out also quantized to E4M3 per row for an fp8
+// linear: exactly the bits LaunchQuantizeRowsFp8 would write for `out`.
 // with rms(z, w) = z / sqrt(mean(z^2) + eps) * w in fp32 (no 1 + w). One launch
 // covers "post-attention norm + residual + pre-FFN norm" and "post-FFN norm +
 // residual + layer_scalar + next layer's input norm (or the final norm)".
@@ -12,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 namespace gemma::kernels {
@@ -24,6 +27,8 @@ struct ResidualNormParams {
   float* residual = nullptr;              // [num_tokens, hidden] fp32, updated in place
   const float* out_weight = nullptr;      // [hidden]
   __nv_bfloat16* out = nullptr;           // [num_tokens, hidden]
+  uint8_t* out_fp8 = nullptr;             // [num_tokens, hidden] E4M3 of out, or nullptr
+  float* out_scale = nullptr;             // [num_tokens] its per-row scales; required with out_fp8
   int num_tokens = 0;
   int hidden = 0;                         // multiple of 8, <= 16384
   float eps = 1e-6f;

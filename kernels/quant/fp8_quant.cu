@@ -7,59 +7,29 @@
 
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/quant/fp8_row.cuh"
 
 namespace gemma::kernels {
 namespace {
 
 constexpr int kQuantThreads = 256;
 
-__device__ __forceinline__ float BlockMax(float v, float* shared) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < kQuantThreads / 32 ? shared[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
+// Launched with programmatic serialization: it lets the fp8 GEMV after it
+// launch (and prefetch weights) at once, then waits for its own input.
 __global__ void __launch_bounds__(kQuantThreads) QuantizeRowsKernel(const __grid_constant__ QuantizeRowsFp8Params p) {
   AllowDependentLaunch();
-  __shared__ float shared[kQuantThreads / 32];
+  __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const uint4* x = reinterpret_cast<const uint4*>(p.x + row * p.cols);
   const int vecs = p.cols / 8;
+  WaitForPreviousKernel();
   float amax = 0.0f;
-  for (int i = threadIdx.x; i < vecs; i += kQuantThreads) {
-    const uint4 v = x[i];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-    }
-  }
-  amax = BlockMax(amax, shared);
-  const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+  for (int i = threadIdx.x; i < vecs; i += kQuantThreads) amax = fmaxf(amax, AbsMax8(x[i]));
+  const float scale = Fp8RowScale(BlockMax(amax, scratch));
   const float inv = 1.0f / scale;
   if (threadIdx.x == 0) p.scale[row] = scale;
   uint2* out = reinterpret_cast<uint2*>(p.out + row * p.cols);
-  for (int i = threadIdx.x; i < vecs; i += kQuantThreads) {
-    const uint4 v = x[i];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-    uint32_t packed[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float2 a = __bfloat1622float2(h[2 * j]), b = __bfloat1622float2(h[2 * j + 1]);
-      a.x *= inv; a.y *= inv; b.x *= inv; b.y *= inv;
-      const uint32_t lo = __nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, __NV_E4M3);
-      const uint32_t hi = __nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, __NV_E4M3);
-      packed[j] = lo | (hi << 16);
-    }
-    out[i] = make_uint2(packed[0], packed[1]);
-  }
+  for (int i = threadIdx.x; i < vecs; i += kQuantThreads) out[i] = QuantizeE4M3x8(x[i], inv);
 }
 
 __global__ void ScaleGemmKernel(const __grid_constant__ ScaleFp8GemmParams p) {
@@ -85,7 +55,7 @@ std::string LaunchQuantizeRowsFp8(const QuantizeRowsFp8Params& p, cudaStream_t s
   if (p.rows <= 0 || p.rows > 0x7fffffff || p.cols <= 0 || p.cols % 8 != 0) {
     return "quantize_rows_fp8: need rows >= 1 and cols a positive multiple of 8";
   }
-  QuantizeRowsKernel<<<static_cast<unsigned>(p.rows), kQuantThreads, 0, stream>>>(p);
+  LaunchWithPdl(QuantizeRowsKernel, dim3(static_cast<unsigned>(p.rows)), dim3(kQuantThreads), 0, stream, p);
   return LaunchError("quantize_rows_fp8");
 }
 

@@ -1,6 +1,7 @@
 // FP8 weight path kernels (issue 8) vs CPU references: the per-row E4M3
 // quantizer (scales, round trip error), the fp8 GEMV at the 31B shapes and
-// odd ones (every tiling, batch 1..8, bf16 and fp32+softcap output), and the
+// odd ones (every tiling, E4M3 and bf16 (a16) activations, batch 1..8, bf16
+// and fp32+softcap output), and the
 // fp8 GEMM scale epilogue. The GEMV reference is computed in double from the
 // quantized codes and scales the device produced, so it checks the kernel's
 // fragment mapping exactly (fp32 accumulation error only).
@@ -48,6 +49,16 @@ struct Fp8Matrix {
   std::vector<float> scales;
 };
 
+// E4M3 code -> value (the host decoder, tabulated: the reference loops are long).
+float Decode(uint8_t code) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(256);
+    for (int c = 0; c < 256; ++c) t[c] = kernels::Fp8E4M3ToFloat(uint8_t(c));
+    return t;
+  }();
+  return table[code];
+}
+
 void CheckGemvFp8(const Shape& s, const Fp8Matrix& m, int batch, int variant, bool f32_out, float softcap) {
   SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " batch=" << batch
                                   << " variant=" << kernels::GemvFp8VariantName(variant));
@@ -63,8 +74,13 @@ void CheckGemvFp8(const Shape& s, const Fp8Matrix& m, int batch, int variant, bo
   kernels::GemvFp8Params p;
   p.w = m.w8.get();
   p.w_scale = m.ws.get();
-  p.x = x8.get();
-  p.x_scale = xs.get();
+  const bool a16 = kernels::GemvFp8VariantTakesBf16(variant);
+  if (a16) {
+    p.x_bf16 = x.get();
+  } else {
+    p.x = x8.get();
+    p.x_scale = xs.get();
+  }
   if (f32_out) p.out_f32 = out32.get(); else p.out_bf16 = out16.get();
   p.n = s.n;
   p.k = s.k;
@@ -89,10 +105,10 @@ void CheckGemvFp8(const Shape& s, const Fp8Matrix& m, int batch, int variant, bo
     for (int b = 0; b < batch; ++b) {
       double acc = 0;
       for (int c = 0; c < s.k; ++c) {
-        acc += double(kernels::Fp8E4M3ToFloat(m.codes[size_t(r) * s.k + c])) *
-               kernels::Fp8E4M3ToFloat(xc[size_t(b) * s.k + c]);
+        const size_t xi = size_t(b) * s.k + c;
+        acc += double(Decode(m.codes[size_t(r) * s.k + c])) * (a16 ? gpu_test::ToF(xb[xi]) : Decode(xc[xi]));
       }
-      acc *= double(m.scales[r]) * xsc[b];
+      acc *= double(m.scales[r]) * (a16 ? 1.0f : xsc[b]);
       if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
       ref.push_back(acc);
       out.push_back(got[size_t(b) * s.n + r]);
@@ -150,6 +166,9 @@ TEST(GemvFp8Test, Fp32OutputWithSoftcap) {
   Fp8Matrix m(s, 7);
   for (int b : {1, 4, 8}) CheckGemvFp8(s, m, b, -1, true, 30.0f);
   CheckGemvFp8(s, m, 5, 0, true, 0.0f);
+  for (int v = 0; v < kernels::NumGemvFp8Variants(); ++v) {
+    if (kernels::GemvFp8VariantTakesBf16(v)) CheckGemvFp8(s, m, 1, v, true, 30.0f);
+  }
 }
 
 TEST(GemvFp8Test, RejectsBadShapes) {
@@ -159,6 +178,13 @@ TEST(GemvFp8Test, RejectsBadShapes) {
   float f = 0;
   p.w = p.x = &b;
   p.w_scale = p.x_scale = &f;
+  p.variant = kernels::NumGemvFp8Variants() - 1;  // a16: needs x_bf16
+  p.n = 16;
+  p.k = 32;
+  p.batch = 1;
+  p.out_f32 = &f;
+  EXPECT_NE(kernels::LaunchGemvFp8(p, nullptr).find("x_bf16"), std::string::npos);
+  p.variant = -1;
   p.out_f32 = &f;
   p.n = 16;
   p.k = 24;  // not a multiple of 16

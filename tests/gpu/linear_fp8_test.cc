@@ -2,7 +2,8 @@
 // cuBLASLt FP8 above, with cuBLASLt's outer-vector scales and with the
 // epilogue kernel) against a double reference computed from the E4M3 codes
 // and scales the device produced, and fp8 vs bf16 weights on the same
-// inputs (the quantization error itself, E4M3 with per-row/per-token scales).
+// inputs (the quantization error itself, E4M3 with per-row/per-token scales),
+// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,6 +57,18 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   DeviceArray<uint8_t> x8(size_t(m) * k);
   DeviceArray<float> xs(m);
   ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
+  // x already quantized by its producer: the runner reads the codes as given.
+  DeviceArray<__nv_bfloat16> out_pre(size_t(m) * n);
+  out_pre.Poison();
+  a.w = cuda::DeviceMatrix(w8.get(), ws.get());
+  a.x = nullptr;
+  a.x_fp8 = x8.get();
+  a.x_scale = xs.get();
+  a.out_bf16 = out_pre.get();
+  ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got_pre = gpu_test::ToFloat(out_pre.Download());
+  EXPECT_LT(gpu_test::RelErr(got_pre, got, 0, got.size()), 1e-6);
   const auto wc = w8.Download(), xc = x8.Download();
   const auto wsc = ws.Download(), xsc = xs.Download();
   std::vector<double> ref, out, out_bf16;
@@ -85,6 +98,70 @@ TEST(LinearFp8Test, GemvAndGemmPathsAgreeWithReference) {
     CheckLinearFp8(128, 43008, 5376, outer_vec);  // gate_up
   }
   unsetenv("GEMMA_FP8_OUTER_VEC");
+}
+
+// After autotuning, a GEMV-sized Run may take the bf16-input (a16) or the
+// E4M3-input path, with x unquantized or pre-quantized: every choice must stay
+// within activation-quantization error of fp8 weights times bf16 x.
+TEST(LinearFp8Test, TunedGemvEitherInputPath) {
+  GEMMA_REQUIRE_GPU();
+  const int n = 5376, k = 8192;
+  auto runner = cuda::LinearRunner::Create(false, 0);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
+  DeviceArray<__nv_bfloat16> w(size_t(n) * k);
+  kernels::RandomFillParams rp;
+  rp.out_bf16 = w.get();
+  rp.count = int64_t(n) * k;
+  rp.seed = gpu_test::Rng()();
+  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
+  DeviceArray<uint8_t> w8(size_t(n) * k);
+  DeviceArray<float> ws(n);
+  ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
+  const cuda::DeviceMatrix wm(w8.get(), ws.get());
+  for (int m : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << "m=" << m);
+    const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
+    DeviceArray<__nv_bfloat16> x(xb);
+    DeviceArray<float> scratch(size_t(m) * n);
+    ASSERT_TRUE((*runner)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
+    std::printf("%s\n", (*runner)->Fp8TuningSummary(m).c_str());
+    DeviceArray<uint8_t> x8(size_t(m) * k);
+    DeviceArray<float> xs(m);
+    ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
+    const auto wc = w8.Download();
+    const auto wsc = ws.Download();
+    std::vector<double> ref;
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int c = 0; c < k; ++c) {
+          acc += double(kernels::Fp8E4M3ToFloat(wc[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
+        }
+        ref.push_back(acc * wsc[j]);
+      }
+    }
+    for (bool pre_quantized : {false, true}) {
+      DeviceArray<__nv_bfloat16> out(size_t(m) * n);
+      out.Poison();
+      cuda::LinearArgs a;
+      a.w = wm;
+      a.x = x.get();
+      a.out_bf16 = out.get();
+      a.m = m;
+      a.n = n;
+      a.k = k;
+      if (pre_quantized) {
+        a.x_fp8 = x8.get();
+        a.x_scale = xs.get();
+      }
+      ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto got = gpu_test::ToFloat(out.Download());
+      // E4M3 x: ~2^-5.8 rms rounding per element, ~2 % on a long dot product.
+      EXPECT_LT(gpu_test::RelErr(got, ref, 0, ref.size()), 0.05) << "pre_quantized=" << pre_quantized;
+    }
+  }
 }
 
 }  // namespace
