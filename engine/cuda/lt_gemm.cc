@@ -24,6 +24,15 @@ bool OuterVecWanted() {
   return env == nullptr || std::string(env) != "0";
 }
 
+// Hopper's FP8 MMA accumulates in reduced precision unless the GEMM promotes
+// partial sums to fp32 every few k steps; "fast accumulation" skips the
+// promotion (as Transformer Engine does for forward GEMMs). On by default;
+// GEMMA_FP8_FAST_ACCUM=0 turns it off.
+bool FastAccumWanted() {
+  const char* env = std::getenv("GEMMA_FP8_FAST_ACCUM");
+  return env == nullptr || std::string(env) != "0";
+}
+
 // Sets A's and B's scale mode and pointers; false when this cuBLASLt rejects
 // the attributes (older versions do not know them).
 bool SetScaleMode(cublasLtMatmulDesc_t desc, cublasLtMatmulMatrixScale_t mode, const float* a_scale,
@@ -116,6 +125,11 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
   const cublasOperation_t trans = CUBLAS_OP_T;
   GEMMA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+  if (fp8_inputs && FastAccumWanted()) {
+    const int8_t fast = 1;
+    GEMMA_LT_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  }
   // FP8 on Hopper needs this "TN" form (A transposed, B not), which is ours.
   const cudaDataType_t in_type = fp8_inputs ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   GEMMA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, in_type, k, n, k));
