@@ -17,6 +17,7 @@
 
 #include "CLI/CLI.hpp"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/tools/bench/batch_decode.h"
 #include "engine/tools/bench/gemv_bench.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -34,6 +35,8 @@ struct Flags {
   bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
+  std::vector<int> batches;                 // non-empty: the batched paged decode mode
+  std::vector<int> contexts = {64, 2048};   // with --batches
   int decode_tokens = 32;
   int chunk_tokens = 0;  // 0: the backend's choice
 };
@@ -111,8 +114,45 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
   return results;
 }
 
+// --batches: B sequences at once through the paged cache (batch_decode.h).
+int RunBatches(const Flags& f) {
+  BackendOptions o;
+  o.backend = "cuda";
+  o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
+  o.random_weights = f.random_weights;
+  o.weights = f.weights;
+  o.max_slots = *std::max_element(f.batches.begin(), f.batches.end());
+  o.max_context = *std::max_element(f.contexts.begin(), f.contexts.end()) + f.decode_tokens + 16;
+  o.use_cuda_graphs = !f.no_graphs;
+  CudaTuning t;
+  t.autotune_gemv = !f.no_autotune;
+  t.max_chunk_tokens = f.chunk_tokens;
+  auto backend = CreateCudaBackendWithTuning(o, t);
+  if (!backend.ok()) {
+    spdlog::error("{}", backend.status().ToString());
+    return 1;
+  }
+  auto rows = RunBatchDecode(**backend, f.batches, f.contexts, f.decode_tokens);
+  if (!rows.ok()) {
+    spdlog::error("{}", rows.status().ToString());
+    return 1;
+  }
+  nlohmann::json j;
+  j["weights"] = std::string(WeightDTypeName(f.weights));
+  for (const BatchDecodeRow& r : *rows)
+    j["batches"].push_back({{"batch", r.batch}, {"context", r.context}, {"step_ms", r.step_ms}, {"tok_s", r.tok_s}});
+  if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
+  std::printf("\ngemma-bench --batches (%s weights, paged KV, graphs %s)\n%8s %8s %10s %10s\n",
+              std::string(WeightDTypeName(f.weights)).c_str(), f.no_graphs ? "off" : "on", "batch", "context",
+              "ms/step", "tok/s");
+  for (const BatchDecodeRow& r : *rows)
+    std::printf("%8d %8d %10.2f %10.0f\n", r.batch, r.context, r.step_ms, r.tok_s);
+  return 0;
+}
+
 int Run(const Flags& f) {
   if (f.no_autotune) setenv("GEMMA_AUTOTUNE", "0", 1);
+  if (!f.batches.empty()) return RunBatches(f);
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
@@ -212,6 +252,12 @@ int main(int argc, char** argv) {
   app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
   app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
   app.add_option("--json", f.json_path, "write results as JSON here");
+  app.add_option("--batches", f.batches, "decode step at these batch sizes (paged KV) instead of the depth sweep")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--contexts", f.contexts, "with --batches: tokens per sequence before the timed steps")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass (0: the backend's choice)")
       ->check(CLI::Range(0, 16384));
   model->excludes(config);
