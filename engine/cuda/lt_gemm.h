@@ -25,10 +25,11 @@ class LtGemm {
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
                    cudaStream_t stream);
   // E4M3 w and x (REQUIRES: k a multiple of 16): out = w_scale[n] *
-  // x_scale[m] * (w . x) through cuBLASLt's outer-vector scale mode when this
-  // cuBLASLt offers it for the shape (returns true), else the unscaled
-  // product (returns false; the caller applies the scales). The mode can be
-  // turned off with GEMMA_FP8_OUTER_VEC=0.
+  // x_scale[m] * (w . x) through cuBLASLt's outer-vector scale mode for
+  // m > 128 when this cuBLASLt offers it for the shape (returns true), else
+  // the unscaled product (returns false; the caller applies the scales: also
+  // the faster way for skinny decode batches). The mode can be turned off
+  // with GEMMA_FP8_OUTER_VEC=0.
   absl::StatusOr<bool> RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
                               void* out, bool out_f32, int m, int n, int k, cudaStream_t stream);
 
