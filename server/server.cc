@@ -88,6 +88,7 @@ absl::Status GemmaServer::Load() {
   backend_options.kv_block_size = options_.kv_block_size;
   backend_options.num_kv_blocks = options_.num_kv_blocks;
   backend_options.gpu_memory_utilization = options_.gpu_memory_utilization;
+  backend_options.max_tokens_per_step = options_.max_tokens_per_step;
   backend_options.weights = options_.weights;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
   if (!backend.ok()) return backend.status();

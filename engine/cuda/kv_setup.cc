@@ -25,8 +25,12 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
   // A sequence reads window - 1 positions back; one chunk's pass adds its
   // own tokens, and block boundaries one more block on each side.
   const int window_blocks = (config.sliding_window - 1 + block - 1) / block + 2;
-  const int min_sliding = any_sliding ? window_blocks + (chunk_tokens + block - 1) / block : 0;
-  int num_sliding = any_sliding ? options.max_slots * window_blocks + (chunk_tokens + block - 1) / block : 0;
+  // The engine reserves a whole step's chunk at once (its token budget,
+  // which may exceed one pass): the pool must hold it beside the windows.
+  const int step_tokens = std::max(chunk_tokens, options.max_tokens_per_step);
+  const int chunk_blocks = (step_tokens + block - 1) / block;
+  const int min_sliding = any_sliding ? window_blocks + chunk_blocks : 0;
+  int num_sliding = any_sliding ? options.max_slots * window_blocks + chunk_blocks : 0;
   int num_global = 0;
   if (options.num_kv_blocks > 0) {
     num_global = any_global ? options.num_kv_blocks : 0;

@@ -40,6 +40,7 @@ struct BackendOptions {
   // GPU memory (cuda: the global pool; the sliding pool holds every slot's window).
   int num_kv_blocks = 0;
   double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory this process may fill
+  int max_tokens_per_step = 0;    // the engine's step budget, if known (cuda: sizes the sliding pool)
 };
 
 // True when the CUDA backend is compiled in and a device is visible.
