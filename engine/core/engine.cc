@@ -18,17 +18,14 @@ namespace gemma {
 namespace {
 
 // Greedy with nothing that needs the logits on the host (penalties, logprobs).
-bool IsPlainGreedy(const SamplingParams& p) {
-  return p.greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.num_logprobs < 0;
-}
-
 // Sampling the device can do: no penalties (they need the token history) and
 // no logprobs (they need the logits on the host).
 bool DeviceSamplable(const SamplingParams& p) {
   return p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
          p.num_logprobs < 0;
 }
+
+bool IsPlainGreedy(const SamplingParams& p) { return p.greedy() && DeviceSamplable(p); }
 
 double MillisBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();

@@ -87,8 +87,7 @@ absl::Status CudaBackend::Impl::CaptureDecodeGraphs() {
     const int used = plan.WriteTo(runner->layout(), host_meta.get<int32_t>());
     GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(runner->metadata(), host_meta.get(), used * sizeof(int32_t),
                                                cudaMemcpyHostToDevice, stream));
-    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(bucket));
-    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(bucket));  // the first ran eagerly
+    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(bucket));  // runs it eagerly, then captures it
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   spdlog::info("cuda: decode graphs captured for batch buckets {}", absl::StrJoin(buckets, ", "));

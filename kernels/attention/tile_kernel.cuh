@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "kernels/attention/kernel_params.h"
+#include "kernels/common/mma.cuh"
 
 namespace gemma::kernels::attention {
 
@@ -89,11 +90,7 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t addr, uint32_t (&r)[4])
 // c += a (16x16, row) * b (16x8, col); bf16 in, fp32 accumulate.
 __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  MmaBf16(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0

@@ -3,21 +3,12 @@
 #include <cstdint>
 
 #include "kernels/common/launch.h"
+#include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/stream_load.cuh"
 
 namespace gemma::kernels::internal {
 namespace {
-
-// d += a (16x16 bf16, row) * b (16x8 bf16, col), fp32 accumulators.
-__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                    uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // Fragment mapping. Lane = 4 g + t. The m16n8k16 fragments give lane (g, t)
 // the k slots {2t, 2t+1, 2t+8, 2t+9} of A rows g and g+8 and of B column g.
@@ -90,8 +81,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvMmaKernel(const __grid_constan
       for (int r = 0; r < RT; ++r) {
         const uint4& a = wv[u][r][0];
         const uint4& b = wv[u][r][1];
-        Mma(acc[r], a.x, b.x, a.y, b.y, xv[u].x, xv[u].y);
-        Mma(acc[r], a.z, b.z, a.w, b.w, xv[u].z, xv[u].w);
+        MmaBf16(acc[r], a.x, b.x, a.y, b.y, xv[u].x, xv[u].y);
+        MmaBf16(acc[r], a.z, b.z, a.w, b.w, xv[u].z, xv[u].w);
       }
     }
     base += 4 * U;
