@@ -8,8 +8,8 @@
 #                             bf16; LinearRunner paths (pre-quantized x, tuned a16)
 #   3. gemv-fp8-bench         decode GEMV TB/s, bf16 vs fp8 (E4M3 / a16), 31B shapes, batch
 #                             1/2/4/8, and the batch-1 fp8 GEMV sum of one token
-#   4. gemma-bench --weights fp8 (31B, random weights): decode @512 (also without the a16
-#      GEMVs, GEMMA_FP8_A16=0, for comparison), prefill @8K
+#   4. gemma-bench --weights fp8 (31B, random weights): decode @512 (also with the bf16 LM
+#      head, --lm-head bf16, for comparison), prefill @8K
 # Logs go to $OUT (default gpu-out); a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_fp8.sh
 set -uo pipefail
@@ -35,8 +35,8 @@ run gemv-fp8-bench 60 "$bundle/bin/gemv-fp8-bench"
 # second run gives decode at depth 512 (prefill 512).
 run bench_fp8_512 60 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 \
   --skip-gemv --depths 512 --json "$out/bench_fp8_512.json"
-GEMMA_FP8_A16=0 run bench_fp8_512_no_a16 60 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b \
-  --random-weights --weights fp8 --skip-gemv --depths 512 --json "$out/bench_fp8_512_no_a16.json"
+run bench_fp8_512_bf16_head 60 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b \
+  --random-weights --weights fp8 --lm-head bf16 --skip-gemv --depths 512 --json "$out/bench_fp8_512_bf16_head.json"
 run bench_fp8_8k 70 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 \
   --skip-gemv --depths 8192 --json "$out/bench_fp8_8k.json"
 # If cuBLASLt's outer-vector fp8 scales misbehave, the epilogue path instead.

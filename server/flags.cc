@@ -73,6 +73,11 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
          "the checkpoint is FP8 already)")
       ->check(CLI::IsMember({"bf16", "fp8"}))
       ->default_str("bf16");
+  app.add_option_function<std::string>(
+         "--lm-head", [&s](const std::string& v) { s.lm_head = *ParseWeightDType("--lm-head", v); },
+         "cuda: the LM head in bf16, or fp8 (an E4M3 copy of the tied embedding; needs --weights fp8). "
+         "Default: the same as --weights")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_option("--tokenizer", s.tokenizer_path,
                  "tokenizer.model to use instead of <model>/tokenizer.model")
       ->check(CLI::ExistingFile);
@@ -107,6 +112,10 @@ ParsedFlags ParseServeFlags(int argc, char** argv) {
   }
   if (absl::Status s = ops::FinishOpsFlags(ops_values, flags.server.ops); !s.ok()) {
     std::cerr << s.message() << "\n";
+    return {std::nullopt, 2};
+  }
+  if (flags.server.lm_head == WeightDType::kFP8 && flags.server.weights != WeightDType::kFP8) {
+    std::cerr << "--lm-head fp8 needs --weights fp8 (got --weights bf16)\n";
     return {std::nullopt, 2};
   }
   if (flags.server.model_dir.empty()) flags.server.model_dir = DefaultModelDir();

@@ -84,7 +84,11 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
     return absl::InvalidArgumentError("cuda: a paged KV cache is always read length-aware (use kv_block_size 0)");
   GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const WeightDType lm_head = o.lm_head.value_or(o.weights);
+  if (lm_head == WeightDType::kFP8 && o.weights != WeightDType::kFP8)
+    return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 (got --weights bf16)");
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
+  if (lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);
   chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
   if (!paged) {
@@ -97,7 +101,9 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   linear = std::move(*linear_or);
   if (weights->dtype() == WeightDType::kFP8) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
-    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveFp8(std::max(chunk_tokens, kernels::kGemvMaxBatch), max_k));
+    // Rows: a prefill pass, or a decode batch's logits (the LM head may be fp8).
+    const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, o.max_slots});
+    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveFp8(rows, max_k));
   }
   // Logits rows per pass: bounded by memory (fp32 [rows, vocab]), at least a
   // full decode batch so a decode graph computes all its rows at once.
@@ -152,7 +158,7 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
     mats.push_back({w.gate_up, {2 * inter, h}});
     mats.push_back({w.down_proj, {h, inter}});
   }
-  mats.push_back({weights->embed(), {config.vocab_size, h}});
+  mats.push_back({weights->lm_head(), {config.vocab_size, h}});
   int max_k = 0, max_n = 0;
   for (const auto& m : mats) {
     max_n = std::max(max_n, m.second.first);

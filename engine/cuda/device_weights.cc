@@ -166,6 +166,32 @@ DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelCon
   return o;
 }
 
+DeviceMatrix DeviceWeights::lm_head() const {
+  if (lm_head_fp8_.get() != nullptr) return DeviceMatrix(lm_head_fp8_.get<uint8_t>(), lm_head_scale_.get<float>());
+  return DeviceMatrix(embed_);
+}
+
+absl::Status DeviceWeights::QuantizeLmHead(cudaStream_t stream) {
+  if (lm_head_fp8_.get() != nullptr) return absl::OkStatus();
+  if (hidden_ % 16 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 LM head: hidden_size must be a multiple of 16, got ", hidden_));
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(lm_head_fp8_.Allocate(static_cast<size_t>(vocab_) * hidden_));
+  GEMMA_STATUS_RETURN_IF_ERROR(lm_head_scale_.Allocate(static_cast<size_t>(vocab_) * sizeof(float)));
+  kernels::QuantizeRowsFp8Params qp;
+  qp.x = embed_;
+  qp.out = lm_head_fp8_.get<uint8_t>();
+  qp.scale = lm_head_scale_.get<float>();
+  qp.rows = vocab_;
+  qp.cols = hidden_;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  spdlog::info("cuda: LM head quantized to fp8 ({:.2f} GB next to the bf16 embedding)",
+               lm_head_fp8_.bytes() / 1e9);
+  return absl::OkStatus();
+}
+
 DeviceMatrix DeviceWeights::BindMatrix(const MatrixOffsets& o) const {
   if (dtype_ == WeightDType::kFP8) return DeviceMatrix(fp8_.get<uint8_t>() + o.data, f32_.get<float>() + o.scale);
   return DeviceMatrix(bf16_.get<__nv_bfloat16>() + o.data);
@@ -195,6 +221,8 @@ absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
         "the checkpoint's linear weights are FP8 (F8_E4M3): run with --weights fp8 (they are not "
         "dequantized to bf16)");
   }
+  vocab_ = c.vocab_size;
+  hidden_ = c.hidden_size;
   Planner pl(&pieces_, dtype_ == WeightDType::kFP8);
   const int64_t embed =
       pl.Bf16Matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * c.hidden_size);

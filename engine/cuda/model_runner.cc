@@ -242,7 +242,7 @@ absl::Status ModelRunner::EnqueueLogits(int begin, int count, bool argmax, cudaS
   gp.num_rows = count;
   gp.width = c.hidden_size;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGatherRows(gp, stream));
-  LinearArgs la{weights_->embed(), rows_.get<__nv_bfloat16>(), nullptr, logits_.get<float>(),
+  LinearArgs la{weights_->lm_head(), rows_.get<__nv_bfloat16>(), nullptr, logits_.get<float>(),
                 count, c.vocab_size, c.hidden_size, c.final_logit_softcap};
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(la, stream));
   if (!argmax) return absl::OkStatus();

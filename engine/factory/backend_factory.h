@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,9 @@ struct BackendOptions {
   std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
   bool random_weights = false;    // cuda only: real shapes, deterministic random weights
   WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 linear layers
+  // cuda only: the LM head's dtype (an E4M3 copy of the tied embedding, which
+  // itself stays bf16); unset = the same as `weights`. fp8 needs fp8 weights.
+  std::optional<WeightDType> lm_head;
   int max_slots = 8;              // sequences that can be in flight together
   int max_context = 4096;         // tokens per sequence (capped by the model's max)
   int num_threads = 0;            // cpu: 0 = all cores

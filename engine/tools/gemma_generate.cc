@@ -33,6 +33,7 @@ struct Flags {
   bool stop_at_eos = false;
   std::string backend = "auto";
   gemma::WeightDType weights = gemma::WeightDType::kBF16;
+  std::optional<gemma::WeightDType> lm_head;
   int max_context = 4096;
   gemma::SamplingParams sampling;
   std::optional<uint64_t> seed;
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
          "cuda: linear layers in bf16 or fp8 (E4M3, per-channel scales)")
       ->check(CLI::IsMember({"bf16", "fp8"}))
       ->default_str("bf16");
+  app.add_option_function<std::string>(
+         "--lm-head", [&f](const std::string& v) { f.lm_head = gemma::ParseWeightDType("--lm-head", v).value(); },
+         "cuda: LM head in bf16 or fp8 (needs --weights fp8); default: as --weights")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_option("--max-context", f.max_context, "Context length to reserve")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
   if (bo.model_dir.empty()) return Fail("no --model given and the demo model was not found (set GEMMA_MODEL_DIR)", 2);
   bo.max_slots = 1;
   bo.weights = f.weights;
+  bo.lm_head = f.lm_head;
   bo.max_context = f.max_context;
   auto tokenizer = gemma::Tokenizer::Load(bo.model_dir + "/tokenizer.model");
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString(), 1);

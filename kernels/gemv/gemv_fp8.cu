@@ -77,15 +77,21 @@ __device__ __forceinline__ void StoreTile(const GemvFp8Params& p, const float (&
 // slice [part, part + 1) * kvec / KS, U steps of 4 chunks in flight per tile
 // row. Weights are prefetched before waiting for the previous kernel.
 //
+// PIPE ("q-" tilings) keeps two register sets of weights and x: the next
+// step's loads are issued before the current step's MMAs, so every lane
+// always has a step in flight (without it a lane's loads stop while it
+// converts and multiplies, and only other warps keep the memory busy).
+//
 // A block covers block tiles bt = blockIdx.x, + gridDim.x, ...: one each when
 // the grid has a block per tile; persistent launches (Launch's `persistent`)
 // give every resident block the same number of tiles, so no partial last wave.
 // The loop bound is block-uniform, so the barriers inside are safe.
-template <bool A16, int RT, int U, int KS, int WARPS>
+template <bool A16, int RT, int U, int KS, int WARPS, bool PIPE>
 __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constant__ GemvFp8Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int kRowsPerBlock = (WARPS / KS) * RT * 16;
   constexpr int kXVecs = A16 ? 2 : 1;  // 16-byte x vectors per chunk
+  constexpr int kStages = PIPE ? 2 : 1;
   __shared__ float partial[KS > 1 ? WARPS : 1][RT * 4][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -114,21 +120,55 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       }
     }
   };
-  uint4 wv[U][RT][2];
-  auto load = [&](int base) {
+  uint4 wv[kStages][U][RT][2];
+  uint4 xv[kStages][U][kXVecs];
+  auto load = [&](int s, int base) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + 4 * u + t;
 #pragma unroll
       for (int r = 0; r < RT; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) wv[u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
+        for (int h = 0; h < 2; ++h) wv[s][u][r][h] = c < end ? LoadStream(w[r][h] + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto load_x = [&](int s, int base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + 4 * u + t;
+#pragma unroll
+      for (int j = 0; j < kXVecs; ++j) {
+        xv[s][u][j] = has_x && c < end ? __ldg(x + kXVecs * c + j) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  auto multiply = [&](int s, float (&acc)[RT][4]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const uint4& a = wv[s][u][r][0];
+        const uint4& b = wv[s][u][r][1];
+        if constexpr (A16) {
+          const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+          const uint32_t xw[8] = {xv[s][u][0].x, xv[s][u][0].y, xv[s][u][0].z, xv[s][u][0].w,
+                                  xv[s][u][1].x, xv[s][u][1].y, xv[s][u][1].z, xv[s][u][1].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {  // word j of the codes: k 4j..4j+3 of the chunk
+            MmaBf16(acc[r], E4M3x2ToBf16x2(aw[j]), E4M3x2ToBf16x2(bw[j]), E4M3x2ToBf16x2(aw[j] >> 16),
+                    E4M3x2ToBf16x2(bw[j] >> 16), xw[2 * j], xw[2 * j + 1]);
+          }
+        } else {
+          MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[s][u][0].x, xv[s][u][0].y);
+          MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[s][u][0].z, xv[s][u][0].w);
+        }
+      }
     }
   };
 
   if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
   set_tile(blockIdx.x);
-  load(beg);
+  load(0, beg);
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
     const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
     float acc[RT][4];
@@ -137,48 +177,34 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
 
-    int base = beg;
     WaitForPreviousKernel();  // returns at once after the first tile
     if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
-    while (base < end) {
-      uint4 xv[U][kXVecs];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = base + 4 * u + t;
-#pragma unroll
-        for (int j = 0; j < kXVecs; ++j) {
-          xv[u][j] = has_x && c < end ? __ldg(x + kXVecs * c + j) : make_uint4(0, 0, 0, 0);
-        }
+    constexpr int kStep = 4 * U;
+    if constexpr (PIPE) {
+      // Stage 0 holds `base` on entry; the loop alternates the stages.
+      load_x(0, beg);
+      for (int base = beg; base < end;) {
+        if (base + kStep < end) load(1, base + kStep), load_x(1, base + kStep);
+        multiply(0, acc);
+        base += kStep;
+        if (base >= end) break;
+        if (base + kStep < end) load(0, base + kStep), load_x(0, base + kStep);
+        multiply(1, acc);
+        base += kStep;
       }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          const uint4& a = wv[u][r][0];
-          const uint4& b = wv[u][r][1];
-          if constexpr (A16) {
-            const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-            const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
-                                    xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {  // word j of the codes: k 4j..4j+3 of the chunk
-              MmaBf16(acc[r], E4M3x2ToBf16x2(aw[j]), E4M3x2ToBf16x2(bw[j]), E4M3x2ToBf16x2(aw[j] >> 16),
-                      E4M3x2ToBf16x2(bw[j] >> 16), xw[2 * j], xw[2 * j + 1]);
-            }
-          } else {
-            MmaE4M3(acc[r], a.x, b.x, a.y, b.y, xv[u][0].x, xv[u][0].y);
-            MmaE4M3(acc[r], a.z, b.z, a.w, b.w, xv[u][0].z, xv[u][0].w);
-          }
-        }
+    } else {
+      for (int base = beg; base < end;) {
+        load_x(0, base);
+        multiply(0, acc);
+        base += kStep;
+        if (base < end) load(0, base);
       }
-      base += 4 * U;
-      if (base < end) load(base);
     }
     // Persistent blocks: the next tile's first loads fly during this one's
     // reduction and store.
     if (bt + static_cast<int>(gridDim.x) < num_block_tiles) {
       set_tile(bt + gridDim.x);
-      load(beg);
+      load(0, beg);
     }
 
     if constexpr (KS > 1) {
@@ -206,9 +232,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
 
 // One block per block tile, or (`persistent`) as many blocks as fit on the
 // device at once, trimmed so that every block gets the same number of tiles.
-template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false>
+template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false, bool PIPE = false>
 void Launch(const GemvFp8Params& p, cudaStream_t stream) {
-  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS>;
+  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS, PIPE>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
@@ -252,6 +278,10 @@ constexpr Tiling kTilings[] = {
     {"p-t1u8", Launch<1, 8, 1, 4, false, true>},     {"p-t1u8k4", Launch<1, 8, 4, 4, false, true>},
     {"p-t1u4k4", Launch<1, 4, 4, 4, false, true>},   {"p-t2u4k4", Launch<2, 4, 4, 4, false, true>},
     {"p-t1u4k8", Launch<1, 4, 8, 8, false, true>},   {"p-t1u8k8", Launch<1, 8, 8, 8, false, true>},
+    // Pipelined (two register stages; issue 8 round 3).
+    {"q-t1u4", Launch<1, 4, 1, 4, false, false, true>},   {"q-t1u4k4", Launch<1, 4, 4, 4, false, false, true>},
+    {"q-t1u2k4", Launch<1, 2, 4, 4, false, false, true>}, {"q-t2u2k4", Launch<2, 2, 4, 4, false, false, true>},
+    {"p-q-t1u4k4", Launch<1, 4, 4, 4, false, true, true>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // Same default as the bf16 tensor-core GEMV (t1u8k4); autotuning may pick others.
@@ -267,6 +297,9 @@ constexpr Tiling kA16Tilings[] = {
     {"a16-t1u16k4", Launch<1, 16, 4, 4, true>},
     {"a16-p-t1u8k4", Launch<1, 8, 4, 4, true, true>}, {"a16-p-t1u4k4", Launch<1, 4, 4, 4, true, true>},
     {"a16-p-t1u4k8", Launch<1, 4, 8, 8, true, true>},
+    {"a16-q-t1u4", Launch<1, 4, 1, 4, true, false, true>},   {"a16-q-t1u2", Launch<1, 2, 1, 4, true, false, true>},
+    {"a16-q-t1u4k4", Launch<1, 4, 4, 4, true, false, true>}, {"a16-q-t1u2k4", Launch<1, 2, 4, 4, true, false, true>},
+    {"a16-q-t1u2k8", Launch<1, 2, 8, 8, true, false, true>}, {"a16-p-q-t1u4k4", Launch<1, 4, 4, 4, true, true, true>},
 };
 constexpr int kNumA16Tilings = sizeof(kA16Tilings) / sizeof(kA16Tilings[0]);
 

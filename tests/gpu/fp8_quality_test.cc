@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 
 #include "engine/cuda/cuda_backend.h"
@@ -30,7 +31,8 @@ std::string DirFromEnv(const char* var, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dtype, bool random) {
+std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dtype, bool random,
+                                         std::optional<WeightDType> lm_head = std::nullopt) {
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = dir;
@@ -38,6 +40,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   o.max_context = 512;
   o.random_weights = random;
   o.weights = dtype;
+  o.lm_head = lm_head;
   o.kv_block_size = 0;  // slot caches: these tests drive slots directly
   CudaTuning t;
   t.exact_embed_scale = true;
@@ -70,13 +73,17 @@ struct Agreement {
   }
 };
 
-TEST(Fp8Quality, FortunesAgainstGolden) {
+// Both LM heads: the fp8 default (an E4M3 copy of the embedding) and bf16.
+class Fp8FortunesQuality : public testing::TestWithParam<WeightDType> {};
+
+TEST_P(Fp8FortunesQuality, AgainstGolden) {
   GEMMA_REQUIRE_GPU();
   const std::string dir = DirFromEnv("GEMMA_MODELS_DIR", GEMMA_MODELS_DIR) + "/gemma4-fortunes";
   const auto golden = gpu_test::LoadGolden(dir);
   ASSERT_FALSE(golden.empty()) << dir;
-  auto b = MakeBackend(dir, WeightDType::kFP8, false);
+  auto b = MakeBackend(dir, WeightDType::kFP8, false, GetParam());
   ASSERT_NE(b, nullptr);
+  const std::string head = GetParam() == WeightDType::kFP8 ? " (fp8 LM head)" : " (bf16 LM head)";
   const int vocab = b->config().vocab_size;
   Agreement prefill, steps;
   for (const auto& g : golden) {
@@ -98,13 +105,18 @@ TEST(Fp8Quality, FortunesAgainstGolden) {
       steps.Add(out.logits.data(), g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
     }
   }
-  prefill.Print("fortunes prefill vs float64");
-  steps.Print("fortunes decode vs float64");
+  prefill.Print(("fortunes prefill vs float64" + head).c_str());
+  steps.Print(("fortunes decode vs float64" + head).c_str());
   for (const Agreement* a : {&prefill, &steps}) {
     EXPECT_LT(a->worst, 0.2);
     EXPECT_GE(a->agree, 0.9 * a->confident);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(LmHead, Fp8FortunesQuality, testing::Values(WeightDType::kFP8, WeightDType::kBF16),
+                         [](const testing::TestParamInfo<WeightDType>& i) {
+                           return std::string(WeightDTypeName(i.param));
+                         });
 
 // Empty when the forward fails (the failure is recorded).
 std::vector<float> PrefillLogits(CudaBackend& b, const std::vector<int32_t>& ids) {

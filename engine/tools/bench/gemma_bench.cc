@@ -5,6 +5,7 @@
 // backend) to each depth in turn; at each depth a run of greedy decode steps
 // is timed. Prefill tok/s at depth d = d / (prefill time to reach d), decode
 // steps excluded. Results: a table on stdout and JSON (--json).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 struct Flags {
   std::string model_dir, config_dir, json_path;
   WeightDType weights = WeightDType::kBF16;
+  std::optional<WeightDType> lm_head;
   bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
@@ -99,12 +102,16 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
     r.prefill_tok_s = depth / prefill_s;
     Clock::time_point start;
     for (int s = 0; s < f.decode_tokens + 2; ++s) {  // two untimed warm-up steps
-      if (s == 2) start = Clock::now();
+      if (s == 2) {
+        start = Clock::now();
+        cudaProfilerStart();  // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
+      }
       int32_t id = next[0];
       SequenceChunk d{0, {&id, 1}, pos++, false};
       if (auto st = b.ForwardGreedy({&d, 1}, &next); !st.ok()) return st;
     }
     const double secs = Seconds(start, Clock::now());
+    cudaProfilerStop();
     r.decode_tok_s = f.decode_tokens / secs;
     r.decode_ms = 1e3 * secs / f.decode_tokens;
     spdlog::info("bench: depth {}: prefill {:.0f} tok/s, decode {:.2f} tok/s", depth, r.prefill_tok_s,
@@ -121,6 +128,7 @@ int RunBatches(const Flags& f) {
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
   o.weights = f.weights;
+  o.lm_head = f.lm_head;
   o.max_slots = *std::max_element(f.batches.begin(), f.batches.end());
   o.max_context = *std::max_element(f.contexts.begin(), f.contexts.end()) + f.decode_tokens + 16;
   o.use_cuda_graphs = !f.no_graphs;
@@ -158,6 +166,7 @@ int Run(const Flags& f) {
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
   o.weights = f.weights;
+  o.lm_head = f.lm_head;
   o.max_slots = 1;
   o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
@@ -245,6 +254,10 @@ int main(int argc, char** argv) {
          "linear layers in bf16 or fp8 (E4M3, per-channel scales)")
       ->check(CLI::IsMember({"bf16", "fp8"}))
       ->default_str("bf16");
+  app.add_option_function<std::string>(
+         "--lm-head", [&f](const std::string& v) { f.lm_head = gemma::ParseWeightDType("--lm-head", v).value(); },
+         "cuda: LM head in bf16 or fp8 (needs --weights fp8); default: as --weights")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
