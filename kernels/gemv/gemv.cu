@@ -110,6 +110,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   uint4 wv[U][R];
   int base = static_cast<int>(static_cast<int64_t>(kvec) * part / KS) + lane;
   LoadTile<R, U>(wv, w, base, end);
+  // A PDL-launched successor (the residual norm) may start during this
+  // kernel's tail and load its weights.
+  AllowDependentLaunch();
   WaitForPreviousKernel();
   while (base < end) {
 #pragma unroll

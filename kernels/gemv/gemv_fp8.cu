@@ -169,6 +169,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
   set_tile(blockIdx.x);
   load(0, beg);
+  // A PDL-launched successor (the residual norm) may start during this
+  // kernel's tail and load its weights.
+  AllowDependentLaunch();
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
     const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
     float acc[RT][4];
