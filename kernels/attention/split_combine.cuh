@@ -90,25 +90,46 @@ __device__ __forceinline__ void CombineSplits(const KernelParams& p, int seq, in
   }
   __syncthreads();
 
-  // Output: one 4-column chunk of one head per thread and pass, summed over
-  // splits in order; the unrolled loop keeps 8 loads in flight per thread.
-  constexpr int kChunks = D / 4;
-  for (int c = threadIdx.x; c < group * kChunks; c += THREADS) {
-    const int h = c / kChunks, d = (c % kChunks) * 4;
-    const float* src = base + static_cast<int64_t>(h) * num_splits * kStride + d;
-    const float* w = weight + h * num_splits;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s = 0; s < num_splits; ++s) {
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(src + s * kStride));
-      const float ws = w[s];
-      acc.x += ws * x.x, acc.y += ws * x.y, acc.z += ws * x.z, acc.w += ws * x.w;
+  // Output: 4-column chunks of the group's heads, up to kBatch per thread
+  // (thread-strided, so loads stay coalesced), all summed in one loop over
+  // the splits in order: kBatch x 4 loads in flight per thread hide the L2
+  // latency that one block merging S x group x D floats is bound by.
+  constexpr int kChunks = D / 4, kBatch = 4;
+  const int total = group * kChunks;
+  for (int c0 = threadIdx.x; c0 < total; c0 += kBatch * THREADS) {
+    const float* src[kBatch];
+    const float* w[kBatch];
+    bool on[kBatch];
+    float4 acc[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int c = c0 + j * THREADS;
+      on[j] = c < total;
+      const int h = on[j] ? c / kChunks : 0;
+      src[j] = base + static_cast<int64_t>(h) * num_splits * kStride + (c % kChunks) * 4;
+      w[j] = weight + h * num_splits;
+      acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    const float inv = inv_sum[h];
-    __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(acc.x * inv, acc.y * inv),
-                              __floats2bfloat162_rn(acc.z * inv, acc.w * inv)};
-    __nv_bfloat16* dst = p.out + (static_cast<int64_t>(token) * p.num_heads + head0 + h) * D + d;
-    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(pair);
+#pragma unroll 4
+    for (int s = 0; s < num_splits; ++s) {
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (!on[j]) continue;
+        const float4 x = __ldcg(reinterpret_cast<const float4*>(src[j] + s * kStride));
+        const float ws = w[j][s];
+        acc[j].x += ws * x.x, acc[j].y += ws * x.y, acc[j].z += ws * x.z, acc[j].w += ws * x.w;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      if (!on[j]) continue;
+      const int c = c0 + j * THREADS, h = c / kChunks, d = (c % kChunks) * 4;
+      const float inv = inv_sum[h];
+      __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(acc[j].x * inv, acc[j].y * inv),
+                                __floats2bfloat162_rn(acc[j].z * inv, acc[j].w * inv)};
+      __nv_bfloat16* dst = p.out + (static_cast<int64_t>(token) * p.num_heads + head0 + h) * D + d;
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(pair);
+    }
   }
 }
 
