@@ -70,6 +70,9 @@ absl::Status ModelRunner::Allocate(int t) {
   // Split-K decode counts arriving splits in counters at the workspace's end:
   // zero once here; every launch leaves them zero again (attention.h).
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(attn_workspace_.get(), 0, attn_workspace_.bytes()));
+  // cudaMemset runs on the legacy stream, which the backend's non-blocking
+  // stream does not wait for: finish it before any decode launch.
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 
