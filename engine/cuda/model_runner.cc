@@ -67,12 +67,6 @@ absl::Status ModelRunner::Allocate(int t) {
     }
   }
   GEMMA_STATUS_RETURN_IF_ERROR(attn_workspace_.Allocate(ws));
-  // Split-K decode counts arriving splits in counters at the workspace's end:
-  // zero once here; every launch leaves them zero again (attention.h).
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(attn_workspace_.get(), 0, attn_workspace_.bytes()));
-  // cudaMemset runs on the legacy stream, which the backend's non-blocking
-  // stream does not wait for: finish it before any decode launch.
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 
@@ -178,8 +172,7 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   }
   if (shape.max_q_len == 1) {
     return KernelStatus(kernels::LaunchDecodeAttention(
-        ap, attn_workspace_.get(), attn_workspace_.bytes(), DecodeSplits(shape.num_seqs, s.num_kv_heads),
-        stream));
+        ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));
   }
   return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));
 }

@@ -81,22 +81,11 @@ std::vector<std::string> PrefillAttentionConfigs(int head_dim);
 std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
                                              const std::string& config, cudaStream_t stream);
 
-// Decode: q_len == 1 for every sequence; one launch. With num_splits > 1 the
-// key range is split (split-K) and the last split block of each (sequence, KV
-// head) merges the splits' fp32 partials, counting arrivals in int counters.
-// `workspace` (16-byte aligned) holds both: the partials from its start, the
-// num_seqs * num_kv_heads counters at its end (its last bytes).
-// REQUIRES, once, when the workspace is allocated: zero it (cudaMemset 0).
-// Every launch returns the counters it used to zero, so later launches and
-// graph replays start clean; a launch that fails mid-kernel leaves them
-// undefined (zero them again). Launches sharing a workspace must run one after
-// another (one stream), and no launch's partials may reach another's counters:
-// size it as the maximum of DecodeWorkspaceBytes over the launches, all with
-// the same max_seqs >= num_seqs and num_heads >= num_kv_heads (the counter
-// region is then the same in every term). num_splits == 1 needs no workspace.
+// Decode: q_len == 1 for every sequence. `workspace` holds the split partials:
+// DecodeWorkspaceBytes(...) bytes, allocated by the caller once.
 size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_splits);
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace,
-                                  size_t workspace_bytes, int num_splits, cudaStream_t stream);
+                                  int num_splits, cudaStream_t stream);
 // A split count that fills `num_sms` multiprocessors for this batch: fixed per
 // batch size, so one captured graph serves every depth.
 int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms);

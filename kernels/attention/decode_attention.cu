@@ -1,11 +1,9 @@
 // Decode launcher: split-K flash decoding. Grid (KV heads, splits, sequences)
 // is fixed by the batch, so a captured graph replays at any depth; each block
 // reads its sequence's length on the device and sweeps only its share of the
-// live keys, for all heads of its KV group at once. The last split block of a
-// (sequence, KV head) merges the splits' partials (max, sum, unnormalized
-// accumulator) in the same launch (split_combine.cuh).
+// live keys, for all heads of its KV group at once. A combine kernel merges the
+// splits' partials (max, sum, unnormalized accumulator).
 #include <algorithm>
-#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -16,12 +14,46 @@
 namespace gemma::kernels {
 namespace {
 
-// Workspace layout (attention.h): partials first, counters at the end.
-size_t PartialBytes(int num_seqs, int num_heads, int head_dim, int num_splits) {
-  return static_cast<size_t>(num_seqs) * num_heads * num_splits * (head_dim + 4) * sizeof(float);
-}
-size_t CounterBytes(int num_seqs, int heads) {
-  return (static_cast<size_t>(num_seqs) * heads * sizeof(int) + 15) / 16 * 16;
+constexpr int kMaxSplits = 256;
+constexpr int kCombineThreads = 128;
+
+// partial: [num_seqs, num_heads, num_splits, head_dim + 4] floats.
+__global__ void __launch_bounds__(kCombineThreads)
+    CombineSplitsKernel(const float* __restrict__ partial, __nv_bfloat16* __restrict__ out,
+                        const int* __restrict__ q_offsets, int num_heads, int head_dim,
+                        int num_splits) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float inv_sum;
+  const int head = blockIdx.x, seq = blockIdx.y;
+  const int token = q_offsets[seq];
+  if (q_offsets[seq + 1] - token < 1) return;
+  const int stride = head_dim + 4;
+  const float* base = partial + (static_cast<int64_t>(seq) * num_heads + head) * num_splits * stride;
+  float max_all = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) max_all = fmaxf(max_all, __ldg(base + s * stride + head_dim));
+  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
+    const float m = base[s * stride + head_dim];
+    weight[s] = m == -INFINITY ? 0.f : exp2f(m - max_all);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.f;
+    for (int s = 0; s < num_splits; ++s) sum += weight[s] * base[s * stride + head_dim + 1];
+    inv_sum = sum > 0.f ? __frcp_rn(sum) : 0.f;
+  }
+  __syncthreads();
+  __nv_bfloat16* dst = out + (static_cast<int64_t>(token) * num_heads + head) * head_dim;
+  for (int d = threadIdx.x * 4; d < head_dim; d += blockDim.x * 4) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < num_splits; ++s) {
+      const float w = weight[s];
+      const float4 x = *reinterpret_cast<const float4*>(base + s * stride + d);
+      acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+    }
+    __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(dst + d);
+    pair[0] = __floats2bfloat162_rn(acc.x * inv_sum, acc.y * inv_sum);
+    pair[1] = __floats2bfloat162_rn(acc.z * inv_sum, acc.w * inv_sum);
+  }
 }
 
 // Shared-memory limits, once per head_dim.
@@ -42,9 +74,7 @@ std::string SetUpDecode(int head_dim, const attention::KernelEntry& e) {
 
 size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_splits) {
   if (max_seqs <= 0 || num_heads <= 0 || head_dim <= 0 || num_splits <= 1) return 0;
-  // Counters for num_heads >= num_kv_heads of any layer: the region is the
-  // same for every head_dim and split count of a workspace shared by layers.
-  return PartialBytes(max_seqs, num_heads, head_dim, num_splits) + CounterBytes(max_seqs, num_heads);
+  return static_cast<size_t>(max_seqs) * num_heads * num_splits * (head_dim + 4) * sizeof(float);
 }
 
 int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms) {
@@ -53,23 +83,14 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms) {
   return std::clamp(std::max(1, num_sms) / blocks, 1, 64);
 }
 
-std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace,
-                                  size_t workspace_bytes, int num_splits, cudaStream_t stream) {
+std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace, int num_splits,
+                                  cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
-  if (num_splits < 1 || num_splits > attention::kMaxDecodeSplits)
-    return "decode attention: num_splits must be in [1, " +
-           std::to_string(attention::kMaxDecodeSplits) + "], got " + std::to_string(num_splits);
-  const size_t partial_bytes =
-      PartialBytes(params.num_seqs, params.num_heads, params.head_dim, num_splits);
-  const size_t counter_bytes = static_cast<size_t>(params.num_seqs) * params.num_kv_heads * sizeof(int);
-  if (num_splits > 1) {
-    if (workspace == nullptr || partial_bytes + counter_bytes > workspace_bytes)
-      return "decode attention: num_splits " + std::to_string(num_splits) + " needs a workspace of " +
-             std::to_string(partial_bytes + counter_bytes) + " bytes (DecodeWorkspaceBytes), got " +
-             std::to_string(workspace == nullptr ? 0 : workspace_bytes);
-    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-      return "decode attention: the workspace must be 16-byte aligned";
-  }
+  if (num_splits < 1 || num_splits > kMaxSplits)
+    return "decode attention: num_splits must be in [1, " + std::to_string(kMaxSplits) +
+           "], got " + std::to_string(num_splits);
+  if (num_splits > 1 && workspace == nullptr)
+    return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
   const attention::KernelEntry& e = attention::TableForHeadDim(params.head_dim)->decode;
   if (std::string err = SetUpDecode(params.head_dim, e); !err.empty()) return err;
 
@@ -77,13 +98,13 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   k.heads_per_block = k.group;
   k.tokens_per_block = 1;
   k.num_splits = num_splits;
-  if (num_splits > 1) {
-    k.partial = static_cast<float*>(workspace);
-    char* end = static_cast<char*>(workspace) + workspace_bytes / sizeof(int) * sizeof(int);
-    k.counters = reinterpret_cast<int*>(end - counter_bytes);
-  }
+  k.partial = static_cast<float*>(workspace);
   e.launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
-  return attention::LastLaunchError("decode attention");
+  if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
+  if (num_splits == 1) return "";
+  CombineSplitsKernel<<<dim3(params.num_heads, params.num_seqs), kCombineThreads, 0, stream>>>(
+      k.partial, params.out, params.q_offsets, params.num_heads, params.head_dim, num_splits);
+  return attention::LastLaunchError("decode attention combine");
 }
 
 }  // namespace gemma::kernels

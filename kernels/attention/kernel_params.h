@@ -10,18 +10,12 @@
 
 namespace gemma::kernels::attention {
 
-// Decode split-K bounds: the in-kernel combine keeps one weight per (head of
-// a KV group, split) in shared memory.
-inline constexpr int kMaxDecodeSplits = 256;
-inline constexpr int kMaxDecodeGroup = 16;
-
 struct KernelParams {
   const __nv_bfloat16* q;    // [num_tokens, num_heads, D]
   __nv_bfloat16* out;        // [num_tokens, num_heads, D] (num_splits == 1)
   const __nv_bfloat16* k;    // [num_slots, capacity, num_kv_heads, D]
   const __nv_bfloat16* v;
   float* partial;            // [num_seqs, num_heads, num_splits, D + 4] (num_splits > 1)
-  int* counters;             // [num_seqs * num_kv_heads], zero at rest (num_splits > 1)
   const int* seq_slot;       // [num_seqs]
   const int* q_offsets;      // [num_seqs + 1]
   const int* q_pos0;         // [num_seqs]

@@ -28,9 +28,8 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
                 ") must be a positive multiple of num_kv_heads (" +
                 std::to_string(p.num_kv_heads) + ")");
   const int group = p.num_heads / p.num_kv_heads;
-  if (decode && group > kMaxDecodeGroup)
-    return fail("GQA group " + std::to_string(group) + " exceeds " +
-                std::to_string(kMaxDecodeGroup) + " heads per KV head");
+  if (decode && group > 16)
+    return fail("GQA group " + std::to_string(group) + " exceeds 16 heads per KV head");
   if (!paged && (p.num_slots <= 0 || p.capacity <= 0))
     return fail("num_slots and capacity must be positive, got " + std::to_string(p.num_slots) +
                 " and " + std::to_string(p.capacity));
@@ -57,7 +56,6 @@ KernelParams ToKernelParams(const AttentionParams& p) {
   k.k = p.k_cache;
   k.v = p.v_cache;
   k.partial = nullptr;
-  k.counters = nullptr;
   k.seq_slot = p.seq_slot;
   k.q_offsets = p.q_offsets;
   k.q_pos0 = p.q_pos0;

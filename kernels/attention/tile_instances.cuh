@@ -33,21 +33,21 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool DECODE = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
-  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, DECODE>
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>
       <<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool DECODE = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, DECODE>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool DECODE = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
@@ -61,8 +61,8 @@ KernelEntry MakeEntry() {
   e.d_split = WD;
   e.threads = S::kThreads;
   e.smem_bytes = S::kSmemBytes;
-  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, DECODE>;
-  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, DECODE>;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX>;
   return e;
 }
 
@@ -106,8 +106,7 @@ KernelTable MakeTable() {
   constexpr int kDecodeWd = D >= 128 ? D / 64 : 1;
   constexpr int kDecodeStages = D >= 256 ? 3 : 4;
   static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
-  // The decode instance: split-K merge in-kernel, dependents launched early.
-  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, /*DECODE=*/true>();
+  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
   return t;
 }
 

@@ -20,12 +20,8 @@
 // (ring ? u % capacity : u), or in a paged cache at the row its block table
 // names (attention.h). A block walks key tiles of BN positions over its
 // range [lo, hi), split into `num_splits` parts (decode: split-K). With one
-// split it writes the normalized output; with more (DECODE instances only) it
-// writes fp32 partials (acc, max, sum) and the last split block of each
-// (sequence, KV head) merges them (split_combine.cuh).
-//
-// DECODE instances also allow the next kernel (the o_proj GEMV, launched with
-// PDL) to start at once, so it prefetches its weights while attention runs.
+// split it writes the normalized output; with more it writes fp32 partials
+// (acc, max, sum) for the combine kernel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,9 +30,7 @@
 #include <cstdint>
 
 #include "kernels/attention/kernel_params.h"
-#include "kernels/attention/split_combine.cuh"
 #include "kernels/common/mma.cuh"
-#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels::attention {
 
@@ -171,7 +165,7 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 
 // ---- the kernel ---------------------------------------------------------------
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool DECODE = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
@@ -186,12 +180,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
-  // The GEMV after decode only prefetches weights until it waits for this
-  // grid to finish; launching it now overlaps that with attention.
-  if constexpr (DECODE) AllowDependentLaunch();
   BlockRange b;
-  // Decode: a sequence without a query returns in all its split blocks, so
-  // its counters are never touched.
   if (!SetUpBlock<kBM, BN>(p, b)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wd = warp / WM;
@@ -641,7 +630,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       *reinterpret_cast<uint4*>(p.out + row * D + c * 8) =
           *reinterpret_cast<const uint4*>(q_s + TileOffset<D>(r, c));
     }
-  } else if constexpr (DECODE) {
+  } else {
     // Split-K partials: [seq][head][split] x (acc[D], max, sum, 2 pad), unnormalized.
     const int split = static_cast<int>(blockIdx.y) % p.num_splits;
 #pragma unroll
@@ -651,7 +640,8 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         const int r = acc_row(i, h);
         if (r >= rows_valid) continue;
         const int head = b.head0 + r % p.heads_per_block;
-        float* part = PartialRow<D>(p, b.seq, head) + split * (D + 4);
+        float* part = p.partial +
+                      ((int64_t)(b.seq * p.num_heads + head) * p.num_splits + split) * (D + 4);
 #pragma unroll
         for (int n = 0; n < kDW / 8; ++n) {
           const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
@@ -663,12 +653,6 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         }
       }
     }
-    // Decode blocks hold one token and the whole KV group (rows = heads).
-    static_assert(S::kSmemBytes >= (kMaxDecodeGroup + 1) * kMaxDecodeSplits * 4,
-                  "the merge's weights reuse the tiles' shared memory");
-    if (ArriveLastSplit(p.counters + b.seq * p.num_kv_heads + b.kv_head, p.num_splits))
-      CombineSplits<D, S::kThreads>(p, b.seq, b.q_begin, b.head0, rows_valid,
-                                    reinterpret_cast<float*>(smem));
   }
 }
 

@@ -223,10 +223,8 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
   int* offsets = DeviceInts({0, 1});
   int* pos0 = DeviceInts({depth - 1});
   const int splits = gemma::kernels::DecodeNumSplits(1, L.num_kv_heads, num_sms);
-  const size_t ws_bytes =
-      std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(1, L.num_heads, L.head_dim, splits));
-  void* ws = DeviceAlloc<char>(ws_bytes);
-  CHECK_CUDA(cudaMemset(ws, 0, ws_bytes));  // split counters start at zero (attention.h)
+  void* ws = DeviceAlloc<char>(
+      std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(1, L.num_heads, L.head_dim, splits)));
   AttentionParams p;
   p.q = q, p.out = out, p.k_cache = k, p.v_cache = v;
   p.num_slots = 1, p.capacity = capacity, p.ring = ring;
@@ -244,7 +242,7 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
     cudaGraphExec_t e;
     CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < kPerGraph; ++i)
-      CheckLaunch(gemma::kernels::LaunchDecodeAttention(p, ws, ws_bytes, splits, s));
+      CheckLaunch(gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
     CHECK_CUDA(cudaStreamEndCapture(s, &g));
     CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
     const float ms = TimeMs(7, [&] { CHECK_CUDA(cudaGraphLaunch(e, nullptr)); });
