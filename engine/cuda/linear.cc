@@ -1,6 +1,5 @@
 #include "engine/cuda/linear.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -26,9 +25,6 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(bool autotune
   r->gemm_ = std::move(*gemm);
   const char* a16 = std::getenv("GEMMA_FP8_A16");
   r->a16_ = a16 == nullptr || std::string(a16) != "0";
-  if (const char* ns = std::getenv("GEMMA_GEMV_STAND_IN_NS"); ns != nullptr) {
-    r->stand_in_ns_ = std::clamp(std::atoi(ns), 0, 100000);
-  }
   return r;
 }
 
@@ -171,10 +167,11 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   // a decode step runs them: each right after a small latency-bound kernel
   // that lets it start early (kernels::LaunchDecodeStandIn), whose time alone
   // is subtracted; so a variant that streams weights meanwhile gets credit.
+  constexpr int kStandInNs = 4000;
   auto time_ms = [&](const std::function<std::string()>& launch, bool after_stand_in) -> absl::StatusOr<float> {
     auto run = [&]() -> std::string {
       if (after_stand_in) {
-        if (std::string err = kernels::LaunchDecodeStandIn(stand_in_ns_, stream); !err.empty()) return err;
+        if (std::string err = kernels::LaunchDecodeStandIn(kStandInNs, stream); !err.empty()) return err;
       }
       return launch();
     };

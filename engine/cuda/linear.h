@@ -101,9 +101,6 @@ class LinearRunner {
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
   bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
-  // How long the stand-in kernel before each timed GEMV waits: a decode
-  // step's norms take ~4 us at batch 1 (GEMMA_GEMV_STAND_IN_NS for A/B runs).
-  int stand_in_ns_ = 4000;
 };
 
 }  // namespace gemma::cuda
