@@ -163,30 +163,18 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   cudaEvent_t start, stop;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  // Mean ms of `launch` over kReps runs after a warm-up. GEMVs are timed as
-  // a decode step runs them: each right after a small latency-bound kernel
-  // that lets it start early (kernels::LaunchDecodeStandIn), whose time alone
-  // is subtracted; so a variant that streams weights meanwhile gets credit.
-  constexpr int kStandInNs = 4000;
-  auto time_ms = [&](const std::function<std::string()>& launch, bool after_stand_in) -> absl::StatusOr<float> {
-    auto run = [&]() -> std::string {
-      if (after_stand_in) {
-        if (std::string err = kernels::LaunchDecodeStandIn(kStandInNs, stream); !err.empty()) return err;
-      }
-      return launch();
-    };
-    GEMMA_KERNEL_RETURN_IF_ERROR(run());
+  // Mean ms of `launch` over kReps back-to-back runs after a warm-up.
+  auto time_ms = [&](const std::function<std::string()>& launch) -> absl::StatusOr<float> {
+    GEMMA_KERNEL_RETURN_IF_ERROR(launch());
     constexpr int kReps = 10;
     cudaEventRecord(start, stream);
-    for (int i = 0; i < kReps; ++i) run();
+    for (int i = 0; i < kReps; ++i) launch();
     cudaEventRecord(stop, stream);
     GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, start, stop);
     return ms / kReps;
   };
-  auto stand_in_ms = time_ms([] { return std::string(); }, true);
-  if (!stand_in_ms.ok()) return stand_in_ms.status();
   LinearArgs a;
   a.w = w;
   a.x = x;
@@ -204,9 +192,8 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   for (int v = 0; v < num_variants; ++v) {
     if (!fp8 && !kernels::GemvVariantSupportsBatch(v, batch)) continue;
     if (fp8 && !a16_ && kernels::GemvFp8VariantTakesBf16(v)) continue;
-    auto ms = time_ms([&] { return LaunchGemvVariant(a, v, stream); }, true);
+    auto ms = time_ms([&] { return LaunchGemvVariant(a, v, stream); });
     if (!ms.ok()) return ms.status();
-    *ms -= *stand_in_ms;
     const int family = fp8 && kernels::GemvFp8VariantTakesBf16(v) ? 1 : 0;
     if (*ms < best_ms[family]) {
       best_ms[family] = *ms;
@@ -217,7 +204,7 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
     auto quant_ms = time_ms([&] {
       const absl::Status st = QuantizeX(x, batch, k, stream);
       return st.ok() ? std::string() : std::string(st.message());
-    }, false);
+    });
     if (!quant_ms.ok()) return quant_ms.status();
     fp8_best_[{n, k, batch}] = Fp8Choice{best[0], best_ms[0], best[1], best_ms[1], *quant_ms};
   } else {

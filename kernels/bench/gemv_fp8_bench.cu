@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/init/random_init.h"
@@ -28,12 +27,7 @@ namespace {
 
 using gemma::kernels::kGemvMaxBatch;
 
-// Each launch follows a ~4 us one-block kernel that lets it start early, as
-// a decode step's norms and attention do (the engine's autotuner times GEMVs
-// the same way); the stand-in's own time is subtracted.
-constexpr int kStandInNs = 4000;
-
-double TimeRawUs(const std::function<void()>& launch) {
+double TimeUs(const std::function<void()>& launch) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
@@ -48,15 +42,6 @@ double TimeRawUs(const std::function<void()>& launch) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return 1e3 * ms / kReps;
-}
-
-double TimeUs(const std::function<void()>& launch) {
-  static const double stand_in_us = TimeRawUs([] { gemma::kernels::LaunchDecodeStandIn(kStandInNs, nullptr); });
-  return TimeRawUs([&] {
-           gemma::kernels::LaunchDecodeStandIn(kStandInNs, nullptr);
-           launch();
-         }) -
-         stand_in_us;
 }
 
 struct Buffers {

@@ -115,15 +115,6 @@ int GridFor(int64_t work) {
   return static_cast<int>(blocks < 1 ? 1 : blocks);
 }
 
-__global__ void DecodeStandInKernel(int ns) {
-  AllowDependentLaunch();
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < static_cast<uint64_t>(ns));
-}
-
 }  // namespace
 
 std::string LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
@@ -159,12 +150,6 @@ std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream) {
   if (!p.x || p.count <= 0 || !(p.cap > 0.0f)) return "softcap: bad arguments";
   SoftcapKernel<<<GridFor(p.count), kThreads, 0, stream>>>(p);
   return LaunchError("softcap");
-}
-
-std::string LaunchDecodeStandIn(int ns, cudaStream_t stream) {
-  if (ns < 0 || ns > 1000000) return "decode stand-in: ns must be in [0, 1e6]";
-  DecodeStandInKernel<<<1, 32, 0, stream>>>(ns);
-  return LaunchError("decode stand-in");
 }
 
 }  // namespace gemma::kernels

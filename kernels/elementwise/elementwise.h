@@ -57,10 +57,4 @@ struct SoftcapParams {
 };
 std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream);
 
-// One block that lets the next kernel launch at once (PDL) and then waits
-// `ns` nanoseconds: stands in for a decode step's small latency-bound kernels
-// (norms, attention) when GEMVs are timed, so a GEMV that streams weights
-// while its predecessor runs is measured as it runs in a decode step.
-std::string LaunchDecodeStandIn(int ns, cudaStream_t stream);
-
 }  // namespace gemma::kernels

@@ -37,12 +37,6 @@ __device__ __forceinline__ void PrefetchL1(const float* ptr) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(ptr));
 }
 
-// 16 bytes global -> shared without registers (L2 only); `bytes` 0 fills zeros.
-__device__ __forceinline__ void CopyAsync16(uint4* dst, const uint4* src, int bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(bytes));
-}
-
 // Accumulator i of tile r: row row0 + 16 r + g + 8 (i / 2), batch row 2 t + (i % 2).
 template <bool A16, int RT>
 __device__ __forceinline__ void StoreTile(const GemvFp8Params& p, const float (&acc)[RT][4], int row0, int g,
@@ -88,18 +82,11 @@ __device__ __forceinline__ void StoreTile(const GemvFp8Params& p, const float (&
 // always has a step in flight (without it a lane's loads stop while it
 // converts and multiplies, and only other warps keep the memory busy).
 //
-// PF ("f-" tilings): before waiting for the previous kernel, a block's first
-// tile copies its first PF steps of weights into shared memory (cp.async,
-// each lane its own slots) on top of the one step held in registers. In a
-// decode step the previous kernel is a small latency-bound one (a norm, the
-// attention) that lets this one launch at once, so PF steps of every resident
-// block stream from HBM while it runs instead of HBM idling.
-//
 // A block covers block tiles bt = blockIdx.x, + gridDim.x, ...: one each when
 // the grid has a block per tile; persistent launches (Launch's `persistent`)
 // give every resident block the same number of tiles, so no partial last wave.
 // The loop bound is block-uniform, so the barriers inside are safe.
-template <bool A16, int RT, int U, int KS, int WARPS, bool PIPE, int PF>
+template <bool A16, int RT, int U, int KS, int WARPS, bool PIPE>
 __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constant__ GemvFp8Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int kRowsPerBlock = (WARPS / KS) * RT * 16;
@@ -135,10 +122,6 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   };
   uint4 wv[kStages][U][RT][2];
   uint4 xv[kStages][U][kXVecs];
-  // PF steps of this warp: [step][u][r][h][lane], lane-private slots.
-  extern __shared__ uint4 prefetched[];
-  uint4* my_prefetch = prefetched + static_cast<size_t>(warp) * PF * U * RT * 2 * 32 + lane;
-  auto slot = [&](int step, int u, int r, int h) { return my_prefetch + (((step * U + u) * RT + r) * 2 + h) * 32; };
   auto load = [&](int s, int base) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -159,13 +142,13 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       }
     }
   };
-  auto multiply_from = [&](const uint4 (&wr)[U][RT][2], int s, float (&acc)[RT][4]) {
+  auto multiply = [&](int s, float (&acc)[RT][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        const uint4& a = wr[u][r][0];
-        const uint4& b = wr[u][r][1];
+        const uint4& a = wv[s][u][r][0];
+        const uint4& b = wv[s][u][r][1];
         if constexpr (A16) {
           const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
           const uint32_t xw[8] = {xv[s][u][0].x, xv[s][u][0].y, xv[s][u][0].z, xv[s][u][0].w,
@@ -182,25 +165,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       }
     }
   };
-  auto multiply = [&](int s, float (&acc)[RT][4]) { multiply_from(wv[s], s, acc); };
 
   if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
   set_tile(blockIdx.x);
-  constexpr int kStep = 4 * U;
-  if constexpr (PF > 0) {
-#pragma unroll
-    for (int step = 0; step < PF; ++step)
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = beg + step * kStep + 4 * u + t;
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) CopyAsync16(slot(step, u, r, h), w[r][h] + min(c, end - 1), c < end ? 16 : 0);
-      }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
-  load(0, beg + PF * kStep);
+  load(0, beg);
   // A PDL-launched successor (the residual norm) may start during this
   // kernel's tail and load its weights.
   AllowDependentLaunch();
@@ -214,31 +182,11 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
 
     WaitForPreviousKernel();  // returns at once after the first tile
     if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
-    int first = beg;  // the step stage 0 of the registers holds
-    if constexpr (PF > 0) {
-      if (bt == static_cast<int>(blockIdx.x)) {
-        asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll
-        for (int step = 0; step < PF; ++step) {
-          const int base = beg + step * kStep;
-          if (base >= end) break;
-          uint4 wr[U][RT][2];
-#pragma unroll
-          for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int r = 0; r < RT; ++r)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) wr[u][r][h] = *slot(step, u, r, h);
-          load_x(0, base);
-          multiply_from(wr, 0, acc);
-        }
-        first = beg + PF * kStep;
-      }
-    }
+    constexpr int kStep = 4 * U;
     if constexpr (PIPE) {
       // Stage 0 holds `base` on entry; the loop alternates the stages.
-      load_x(0, first);
-      for (int base = first; base < end;) {
+      load_x(0, beg);
+      for (int base = beg; base < end;) {
         if (base + kStep < end) load(1, base + kStep), load_x(1, base + kStep);
         multiply(0, acc);
         base += kStep;
@@ -248,7 +196,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
         base += kStep;
       }
     } else {
-      for (int base = first; base < end;) {
+      for (int base = beg; base < end;) {
         load_x(0, base);
         multiply(0, acc);
         base += kStep;
@@ -287,16 +235,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
 
 // One block per block tile, or (`persistent`) as many blocks as fit on the
 // device at once, trimmed so that every block gets the same number of tiles.
-template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false, bool PIPE = false,
-          int PF = 0>
+template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false, bool PIPE = false>
 void Launch(const GemvFp8Params& p, cudaStream_t stream) {
-  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS, PIPE, PF>;
-  constexpr int kSmem = WARPS * PF * U * RT * 2 * 32 * 16;
-  if constexpr (kSmem > 48 * 1024) {
-    static const cudaError_t raised =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    (void)raised;
-  }
+  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS, PIPE>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
@@ -307,13 +248,13 @@ void Launch(const GemvFp8Params& p, cudaStream_t stream) {
       int device = 0, sms = 0, per_sm = 0;
       cudaGetDevice(&device);
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, kSmem);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
       return std::max(1, sms * per_sm);
     }();
     const int rounds = (tiles + resident - 1) / resident;
     blocks = (tiles + rounds - 1) / rounds;
   }
-  LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), kSmem, stream, p);
+  LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 
 // t<16-row tiles per warp>u<4-chunk steps in flight>k<warps splitting K>,
@@ -344,10 +285,6 @@ constexpr Tiling kTilings[] = {
     {"q-t1u4", Launch<1, 4, 1, 4, false, false, true>},   {"q-t1u4k4", Launch<1, 4, 4, 4, false, false, true>},
     {"q-t1u2k4", Launch<1, 2, 4, 4, false, false, true>}, {"q-t2u2k4", Launch<2, 2, 4, 4, false, false, true>},
     {"p-q-t1u4k4", Launch<1, 4, 4, 4, false, true, true>},
-    // Deep prefetch into shared memory while the previous kernel runs.
-    {"f-q-t1u4k4", Launch<1, 4, 4, 4, false, false, true, 2>},
-    {"f-p-q-t1u4k4", Launch<1, 4, 4, 4, false, true, true, 2>},
-    {"f4-q-t1u2k4", Launch<1, 2, 4, 4, false, false, true, 4>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // Same default as the bf16 tensor-core GEMV (t1u8k4); autotuning may pick others.
@@ -366,10 +303,6 @@ constexpr Tiling kA16Tilings[] = {
     {"a16-q-t1u4", Launch<1, 4, 1, 4, true, false, true>},   {"a16-q-t1u2", Launch<1, 2, 1, 4, true, false, true>},
     {"a16-q-t1u4k4", Launch<1, 4, 4, 4, true, false, true>}, {"a16-q-t1u2k4", Launch<1, 2, 4, 4, true, false, true>},
     {"a16-q-t1u2k8", Launch<1, 2, 8, 8, true, false, true>}, {"a16-p-q-t1u4k4", Launch<1, 4, 4, 4, true, true, true>},
-    {"a16-f-q-t1u4k4", Launch<1, 4, 4, 4, true, false, true, 2>},
-    {"a16-f-p-q-t1u4k4", Launch<1, 4, 4, 4, true, true, true, 2>},
-    {"a16-f4-q-t1u2k4", Launch<1, 2, 4, 4, true, false, true, 4>},
-    {"a16-f-q-t1u4", Launch<1, 4, 1, 4, true, false, true, 2>},
 };
 constexpr int kNumA16Tilings = sizeof(kA16Tilings) / sizeof(kA16Tilings[0]);
 
