@@ -2,7 +2,7 @@
 // matrices (nn.Linear [out, in]), fused where one pass reads them together,
 // and fp32 norm vectors and layer scalars. The linear layers' matrices are
 // bf16, or FP8 E4M3 with one fp32 scale per output row (--weights fp8); the
-// embedding (also the LM head) is always bf16.
+// embedding is always bf16, the LM head it is tied to optionally an E4M3 copy.
 //
 //   qkv      [(heads + kv_heads * (k_eq_v ? 1 : 2)) * D, H]  q | k | v rows
 //   gate_up  [2 * I, H]                                      gate | up rows

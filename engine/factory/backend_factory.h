@@ -14,7 +14,8 @@ namespace gemma {
 
 // How the CUDA backend stores the linear layers' weights. FP8 is E4M3 with a
 // per-output-channel scale (quantized at load time from a bf16 checkpoint, or
-// read from a pre-quantized one); embedding/LM head and norms stay bf16/fp32.
+// read from a pre-quantized one); embedding and norms stay bf16/fp32, the LM
+// head follows BackendOptions::lm_head.
 enum class WeightDType { kBF16, kFP8 };
 
 // Parses a --weights value ("bf16" or "fp8"); the error names `flag` and the
