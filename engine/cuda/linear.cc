@@ -1,10 +1,15 @@
 #include "engine/cuda/linear.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "kernels/attention/autotune.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
@@ -14,6 +19,23 @@ namespace gemma::cuda {
 namespace {
 
 constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+
+// A GEMV variant's index from its name; -1 when this build has no such
+// variant (a stale cache entry: the shape is re-timed).
+int VariantByName(bool fp8, const std::string& name) {
+  const int count = fp8 ? kernels::NumGemvFp8Variants() : kernels::NumGemvVariants();
+  for (int v = 0; v < count; ++v) {
+    if (name == (fp8 ? kernels::GemvFp8VariantName(v) : kernels::GemvVariantName(v))) return v;
+  }
+  return -1;
+}
+
+// Tuned times are kept in whole nanoseconds (see LoadTuned).
+// (Clamped to 1000 s: an untimed family's 1e30 "infinity" must not overflow.)
+int64_t MsToNs(float ms) {
+  return static_cast<int64_t>(std::llround(std::min(static_cast<double>(ms), 1e6) * 1e6));
+}
+float NsToMs(int64_t ns) { return static_cast<float>(static_cast<double>(ns) / 1e6); }
 
 }  // namespace
 
@@ -157,9 +179,62 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
   return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
 }
 
+std::string LinearRunner::CacheKey(bool fp8, int n, int k, int batch) const {
+  return kernels::attention::AutotuneCache::Key(
+      fp8 ? "gemv-fp8" : "gemv", absl::StrCat(n, "x", k, "/b", batch, fp8 && !a16_ ? "/no-a16" : ""));
+}
+
+// Cache entries: bf16 "<variant>"; fp8 "<e4m3 variant> <ns> <a16 variant>
+// <ns> <quant ns>" (the times decide between the two input paths per call;
+// whole nanoseconds, as kept in memory, so a cached choice decides alike).
+bool LinearRunner::LoadTuned(bool fp8, int n, int k, int batch) {
+  auto& cache = kernels::attention::AutotuneCache::Get();
+  if (!cache.enabled()) return false;
+  const auto hit = cache.Lookup(CacheKey(fp8, n, k, batch));
+  if (!hit) return false;
+  const std::vector<std::string> f = absl::StrSplit(*hit, ' ', absl::SkipEmpty());
+  if (!fp8) {
+    const int v = f.size() == 1 ? VariantByName(false, f[0]) : -1;
+    if (v < 0) return false;
+    best_[{n, k, batch}] = v;
+    ++cache_hits_;
+    return true;
+  }
+  if (f.size() != 5) return false;
+  Fp8Choice c;
+  c.e4m3 = VariantByName(true, f[0]);
+  c.a16 = f[2] == "-" ? -1 : VariantByName(true, f[2]);
+  int64_t ns[3] = {0, 0, 0};
+  if (!absl::SimpleAtoi(f[1], &ns[0]) || !absl::SimpleAtoi(f[3], &ns[1]) || !absl::SimpleAtoi(f[4], &ns[2])) {
+    return false;
+  }
+  c.e4m3_ms = NsToMs(ns[0]);
+  c.a16_ms = NsToMs(ns[1]);
+  c.quant_ms = NsToMs(ns[2]);
+  if (c.e4m3 < 0 || (f[2] != "-" && c.a16 < 0)) return false;
+  fp8_best_[{n, k, batch}] = c;
+  ++cache_hits_;
+  return true;
+}
+
+void LinearRunner::StoreTuned(bool fp8, int n, int k, int batch) const {
+  auto& cache = kernels::attention::AutotuneCache::Get();
+  if (!cache.enabled()) return;
+  if (!fp8) {
+    cache.Store(CacheKey(false, n, k, batch), kernels::GemvVariantName(best_.at({n, k, batch})));
+    return;
+  }
+  const Fp8Choice& c = fp8_best_.at({n, k, batch});
+  cache.Store(CacheKey(true, n, k, batch),
+              absl::StrCat(kernels::GemvFp8VariantName(c.e4m3), " ", MsToNs(c.e4m3_ms), " ",
+                           c.a16 >= 0 ? kernels::GemvFp8VariantName(c.a16) : "-", " ", MsToNs(c.a16_ms), " ",
+                           MsToNs(c.quant_ms)));
+}
+
 absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
   const bool fp8 = w.fp8();
+  if (LoadTuned(fp8, n, k, batch)) return absl::OkStatus();
   cudaEvent_t start, stop;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
@@ -206,12 +281,14 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
       return st.ok() ? std::string() : std::string(st.message());
     });
     if (!quant_ms.ok()) return quant_ms.status();
-    fp8_best_[{n, k, batch}] = Fp8Choice{best[0], best_ms[0], best[1], best_ms[1], *quant_ms};
+    fp8_best_[{n, k, batch}] = Fp8Choice{best[0], NsToMs(MsToNs(best_ms[0])), best[1],
+                                         NsToMs(MsToNs(best_ms[1])), NsToMs(MsToNs(*quant_ms))};
   } else {
     best_[{n, k, batch}] = best[0];
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  StoreTuned(fp8, n, k, batch);
   return absl::OkStatus();
 }
 

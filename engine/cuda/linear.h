@@ -57,7 +57,9 @@ class LinearRunner {
   bool TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const;
 
   // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
-  // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest.
+  // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest,
+  // also in the autotune cache file (kernels/attention/autotune.h), from which
+  // a later start-up on the same GPU takes it without timing.
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
   // fp8 `w`: the fp8 GEMV tilings, E4M3 x (quantized first; ReserveFp8
@@ -65,6 +67,8 @@ class LinearRunner {
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
   int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
+  // Autotune() calls answered from the cache.
+  int cache_hits() const { return cache_hits_; }
   // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
   // and their times (empty when none), for the start-up log.
   std::string Fp8TuningSummary(int batch) const;
@@ -92,6 +96,9 @@ class LinearRunner {
   // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.
   absl::Status PrepareFp8Input(LinearArgs& a, cudaStream_t stream);
   std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
+  std::string CacheKey(bool fp8, int n, int k, int batch) const;
+  bool LoadTuned(bool fp8, int n, int k, int batch);   // false: not cached (or stale)
+  void StoreTuned(bool fp8, int n, int k, int batch) const;
 
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
@@ -100,6 +107,7 @@ class LinearRunner {
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
+  int cache_hits_ = 0;
   bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
 };
 

@@ -50,6 +50,10 @@ std::string AutotuneCache::Key(const char* kernel, int head_dim, const std::stri
   return DeviceName() + "/" + kernel + "/D" + std::to_string(head_dim) + "/" + bucket;
 }
 
+std::string AutotuneCache::Key(const char* kernel, const std::string& bucket) {
+  return DeviceName() + "/" + kernel + "/" + bucket;
+}
+
 void AutotuneCache::LoadLocked() {
   loaded_ = true;
   std::ifstream in(path_);

@@ -1,6 +1,8 @@
 // Process-wide cache of autotuned kernel configurations, keyed by
 // (GPU name, kernel, head_dim, shape bucket), backed by a small text file so a
-// restart skips the timing. One line per entry: "<key>\t<config name>".
+// restart skips the timing (and picks the same kernels: a re-timed choice
+// can differ between start-ups and, with it, the summation order). Also used
+// by the decode GEMVs' tuning (engine/cuda/linear.cc). One line per entry: "<key>\t<config name>".
 // Thread-safe: one mutex around a hash map (a prefill launch does one lookup).
 #pragma once
 
@@ -27,6 +29,8 @@ class AutotuneCache {
   // "<gpu>/<kernel>/D<head_dim>/<bucket>"; the GPU name of the current device
   // with blanks replaced.
   static std::string Key(const char* kernel, int head_dim, const std::string& bucket);
+  // "<gpu>/<kernel>/<bucket>", for kernels not keyed by head_dim (the GEMVs).
+  static std::string Key(const char* kernel, const std::string& bucket);
 
  private:
   AutotuneCache();

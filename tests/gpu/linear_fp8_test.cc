@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "engine/cuda/linear.h"
+#include "kernels/attention/autotune.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -165,4 +167,46 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
 }
 
 }  // namespace
+// A second runner takes the first one's tuned choice from the autotune cache
+// (no timing) and computes the same bits with it.
+TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
+  GEMMA_REQUIRE_GPU();
+  if (!kernels::attention::AutotuneCache::Get().enabled()) GTEST_SKIP() << "GEMMA_AUTOTUNE=0";
+  const int n = 1040, k = 528, m = 2;
+  DeviceArray<__nv_bfloat16> w(size_t(n) * k);
+  kernels::RandomFillParams rp;
+  rp.out_bf16 = w.get();
+  rp.count = int64_t(n) * k;
+  rp.seed = gpu_test::Rng()();
+  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
+  DeviceArray<uint8_t> w8(size_t(n) * k);
+  DeviceArray<float> ws(n);
+  ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
+  const cuda::DeviceMatrix wm(w8.get(), ws.get());
+  DeviceArray<__nv_bfloat16> x(gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k)));
+  DeviceArray<float> scratch(size_t(m) * n);
+  std::vector<std::vector<__nv_bfloat16>> outs;
+  for (int r = 0; r < 2; ++r) {
+    auto runner = cuda::LinearRunner::Create(false, 0);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
+    ASSERT_TRUE((*runner)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
+    if (r == 1) EXPECT_EQ((*runner)->cache_hits(), 1);
+    DeviceArray<__nv_bfloat16> out(size_t(m) * n);
+    out.Poison();
+    cuda::LinearArgs a;
+    a.w = wm;
+    a.x = x.get();
+    a.out_bf16 = out.get();
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    outs.push_back(out.Download());
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(__nv_bfloat16)), 0);
+}
+
 }  // namespace gemma
