@@ -10,6 +10,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -24,6 +25,8 @@ __global__ void __launch_bounds__(kCombineThreads)
                         int num_splits) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_sum;
+  WaitForPreviousKernel();  // the splits' partials
+  AllowDependentLaunch();   // the output projection may launch and prefetch its weights
   const int head = blockIdx.x, seq = blockIdx.y;
   const int token = q_offsets[seq];
   if (q_offsets[seq + 1] - token < 1) return;
@@ -99,11 +102,13 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   k.tokens_per_block = 1;
   k.num_splits = num_splits;
   k.partial = static_cast<float*>(workspace);
+  k.pdl = true;
   e.launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
   if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
   if (num_splits == 1) return "";
-  CombineSplitsKernel<<<dim3(params.num_heads, params.num_seqs), kCombineThreads, 0, stream>>>(
-      k.partial, params.out, params.q_offsets, params.num_heads, params.head_dim, num_splits);
+  LaunchWithPdl(CombineSplitsKernel, dim3(params.num_heads, params.num_seqs), dim3(kCombineThreads), 0, stream,
+                static_cast<const float*>(k.partial), params.out, params.q_offsets, params.num_heads,
+                params.head_dim, num_splits);
   return attention::LastLaunchError("decode attention combine");
 }
 

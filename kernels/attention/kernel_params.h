@@ -31,6 +31,7 @@ struct KernelParams {
   const int* block_tables;   // nullptr: slot cache
   const int* table_offsets;  // [num_seqs]
   int block_shift;           // log2(block_size)
+  bool pdl = false;          // launched with programmatic dependent launch (decode)
 };
 
 // One compiled instance of the tile kernel.

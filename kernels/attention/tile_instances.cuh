@@ -36,8 +36,12 @@ constexpr bool Fits() {
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
-  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>
-      <<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  if (p.pdl) {
+    LaunchWithPdl(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>, grid, dim3(S::kThreads), S::kSmemBytes,
+                  stream, p);
+    return;
+  }
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>

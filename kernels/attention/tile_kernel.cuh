@@ -31,6 +31,7 @@
 
 #include "kernels/attention/kernel_params.h"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels::attention {
 
@@ -180,6 +181,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
+  WaitForPreviousKernel();  // q and this step's K/V rows come from QKV-RoPE (PDL launch: decode)
   BlockRange b;
   if (!SetUpBlock<kBM, BN>(p, b)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -600,6 +602,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     }
   }
 
+  AllowDependentLaunch();  // the split merge (or the output projection) may launch now
   const int rows_valid = min(p.tokens_per_block, b.num_tokens) * p.heads_per_block;
   if (p.num_splits == 1) {
     // Normalize, stage this warp's [kWR, kDW] piece in its own corner of q_s

@@ -4,11 +4,14 @@
 // kernel has called AllowDependentLaunch() (or exited). It must call
 // WaitForPreviousKernel() before reading anything the previous kernel wrote.
 //
-// Used for the decode GEMV only: it prefetches weights before waiting, and the
-// small kernels before it allow its launch early. Launching every decode
-// kernel this way measured 0.35 ms/token slower on the H200 (2026-11-30),
-// probably because waiting blocks of the small kernels then sit on
-// multiprocessors the GEMV streams through.
+// A decode step's kernels are launched this way and each lets its successor
+// launch only after its own WaitForPreviousKernel() returned: the successor's
+// blocks then become resident (and the GEMVs prefetch weights, the small
+// kernels compute what needs no input) while this kernel works, but never
+// while the kernel before it still runs. Letting successors launch at a
+// kernel's very start instead measured 0.35 ms/token slower (2026-11-30):
+// blocks two kernels ahead sat waiting on multiprocessors a GEMV's later
+// waves needed.
 #pragma once
 
 namespace gemma::kernels {
@@ -32,9 +35,9 @@ namespace gemma::kernels {
 // Launches `kernel` with programmatic stream serialization. REQUIRES: the
 // kernel calls WaitForPreviousKernel() before touching memory that earlier
 // kernels write (it may start while they still run).
-template <typename Params>
-void LaunchWithPdl(void (*kernel)(const Params), dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, const Params& params) {
+template <typename... KernelArgs, typename... Args>
+void LaunchWithPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   const Args&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -45,7 +48,7 @@ void LaunchWithPdl(void (*kernel)(const Params), dim3 grid, dim3 block, size_t s
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, params);
+  cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 }  // namespace gemma::kernels

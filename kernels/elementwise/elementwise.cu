@@ -40,6 +40,7 @@ __device__ __forceinline__ uint4 GeluGate8(const uint4& gate, const uint4& up) {
 }
 
 __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
+  WaitForPreviousKernel();
   AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   const int vecs = p.inter / 8;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * vecs;
@@ -57,6 +58,7 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
 constexpr int kGeluFp8Threads = 1024;
 constexpr int kGeluFp8Vecs = 4;  // inter <= 8 * 1024 * 4 = 32768
 __global__ void __launch_bounds__(kGeluFp8Threads) GeluGateFp8Kernel(const __grid_constant__ GeluGateParams p) {
+  WaitForPreviousKernel();
   AllowDependentLaunch();  // the down projection may prefetch its weights meanwhile
   __shared__ float scratch[32];
   const int vecs = p.inter / 8;
@@ -132,10 +134,11 @@ std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
   if (p.out_fp8) {
     if (!p.out_scale) return "gelu_gate: out_fp8 without out_scale";
     if (p.inter > 8 * kGeluFp8Threads * kGeluFp8Vecs) return "gelu_gate: out_fp8 supports inter up to 32768";
-    GeluGateFp8Kernel<<<p.num_tokens, kGeluFp8Threads, 0, stream>>>(p);
+    LaunchWithPdl(GeluGateFp8Kernel, dim3(p.num_tokens), dim3(kGeluFp8Threads), 0, stream, p);
     return LaunchError("gelu_gate");
   }
-  GeluGateKernel<<<GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8), kThreads, 0, stream>>>(p);
+  LaunchWithPdl(GeluGateKernel, dim3(GridFor(static_cast<int64_t>(p.num_tokens) * p.inter / 8)), dim3(kThreads), 0,
+                stream, p);
   return LaunchError("gelu_gate");
 }
 

@@ -110,10 +110,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(const __grid_c
   uint4 wv[U][R];
   int base = static_cast<int>(static_cast<int64_t>(kvec) * part / KS) + lane;
   LoadTile<R, U>(wv, w, base, end);
-  // A PDL-launched successor (the residual norm) may start during this
-  // kernel's tail and load its weights.
-  AllowDependentLaunch();
   WaitForPreviousKernel();
+  // A PDL-launched successor (the residual norm) may now launch and load its
+  // weights during this kernel.
+  AllowDependentLaunch();
   while (base < end) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {

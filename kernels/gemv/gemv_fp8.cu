@@ -169,9 +169,6 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
   if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
   set_tile(blockIdx.x);
   load(0, beg);
-  // A PDL-launched successor (the residual norm) may start during this
-  // kernel's tail and load its weights.
-  AllowDependentLaunch();
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
     const int row0 = bt * kRowsPerBlock + (warp / KS) * (RT * 16);
     float acc[RT][4];
@@ -181,6 +178,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
       for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
 
     WaitForPreviousKernel();  // returns at once after the first tile
+    // A PDL-launched successor (the residual norm) may now launch and load
+    // its weights during this kernel.
+    AllowDependentLaunch();
     if constexpr (!A16) PrefetchL1(p.x_scale + min(2 * t, p.batch - 1));
     constexpr int kStep = 4 * U;
     if constexpr (PIPE) {

@@ -67,10 +67,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvMmaKernel(const __grid_constan
 
   int base = beg;
   load(base);
-  // A PDL-launched successor (the residual norm) may start during this
-  // kernel's tail and load its weights.
-  AllowDependentLaunch();
   WaitForPreviousKernel();
+  // A PDL-launched successor (the residual norm) may now launch and load its
+  // weights during this kernel.
+  AllowDependentLaunch();
   while (base < end) {
     uint4 xv[U];
 #pragma unroll

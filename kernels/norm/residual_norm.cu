@@ -31,7 +31,6 @@ __device__ __forceinline__ void Store8(float* dst, const float in[8]) {
 template <int VPT>
 __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
   __shared__ float scratch[32];
-  AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
   const int vecs = p.hidden / 8;
   const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
   const bool has_branch = p.branch != nullptr || p.branch_f32 != nullptr;
@@ -45,6 +44,7 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
   }
   const float s = p.layer_scalar ? __ldg(p.layer_scalar) : 1.0f;
   WaitForPreviousKernel();
+  AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
 
   float x[VPT][8];  // the new residual
   float* h = p.residual + base;

@@ -14,15 +14,15 @@ namespace {
 
 constexpr int kQuantThreads = 256;
 
-// Launched with programmatic serialization: it lets the fp8 GEMV after it
-// launch (and prefetch weights) at once, then waits for its own input.
+// Launched with programmatic serialization: once its input is ready it lets
+// the fp8 GEMV after it launch (and prefetch weights).
 __global__ void __launch_bounds__(kQuantThreads) QuantizeRowsKernel(const __grid_constant__ QuantizeRowsFp8Params p) {
-  AllowDependentLaunch();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const uint4* x = reinterpret_cast<const uint4*>(p.x + row * p.cols);
   const int vecs = p.cols / 8;
   WaitForPreviousKernel();
+  AllowDependentLaunch();
   float amax = 0.0f;
   for (int i = threadIdx.x; i < vecs; i += kQuantThreads) amax = fmaxf(amax, AbsMax8(x[i]));
   const float scale = Fp8RowScale(BlockMax(amax, scratch));

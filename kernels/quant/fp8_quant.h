@@ -26,10 +26,10 @@ struct QuantizeRowsFp8Params {
   int cols = 0;                      // multiple of 8
 };
 
-// One block per row. Launched with programmatic stream serialization: it calls
-// griddepcontrol.launch_dependents at once (the fp8 GEMV that follows may
-// prefetch its weights meanwhile) and waits for the previous kernel before
-// reading x. The residual norm and the gelu gate can emit the same rows
+// One block per row. Launched with programmatic stream serialization: it waits
+// for the previous kernel before reading x, then calls
+// griddepcontrol.launch_dependents (the fp8 GEMV that follows may prefetch its
+// weights meanwhile). The residual norm and the gelu gate can emit the same rows
 // themselves (their out_fp8), which saves this launch.
 std::string LaunchQuantizeRowsFp8(const QuantizeRowsFp8Params& p, cudaStream_t stream);
 

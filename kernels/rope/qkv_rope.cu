@@ -2,6 +2,7 @@
 
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
+#include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -66,6 +67,11 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
     sincosf(static_cast<float>(pos) * inv_freq, &sin_t[k], &cos_t[k]);
   }
   __syncthreads();
+  // Launched with PDL: positions, rows and the angles above depend only on
+  // the step's metadata (copied before its first kernel), so they overlap
+  // the QKV projection's tail; its output is read only from here on.
+  WaitForPreviousKernel();
+  AllowDependentLaunch();  // the attention may launch now
   const int total = p.num_heads + 2 * p.num_kv_heads;  // q heads, k heads, v heads
   const int job = blockIdx.y * kWarps + warp;
   const bool write_kv = row_index >= 0;
@@ -102,7 +108,7 @@ std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   // One warp per head vector; blocks spread the heads so a decode step (one
   // token) still fills several multiprocessors.
   const dim3 grid(p.num_tokens, (p.num_heads + 2 * p.num_kv_heads + kWarps - 1) / kWarps);
-  QkvRopeKernel<<<grid, kWarps * 32, 0, stream>>>(p);
+  LaunchWithPdl(QkvRopeKernel, grid, dim3(kWarps * 32), 0, stream, p);
   return LaunchError("qkv_rope");
 }
 
