@@ -1,0 +1,630 @@
+// Design notes (see the header for the contract).
+//
+// CTA = C consumer warpgroups (warps 0 .. 4C-1) + one producer warp (warp 4C).
+// The CTA owns BM = 64 * C * T weight rows (row tile blockIdx.x) and the
+// k-tiles [kt_begin, kt_end) of split blockIdx.y; a k-tile is 128 k values
+// (128 bytes of E4M3: exactly one 128-byte swizzle span).
+//
+// Shared memory: a ring of S stages, each [C * T weight boxes of 64 rows x
+// 128 B][one x box of N rows x 128 B], every box 1024-byte aligned (the
+// 128-byte swizzle repeats every 8 rows x 128 B = 1024 B, and both TMA and
+// wgmma compute it from the absolute shared address bits [4:6] ^ [7:9]).
+// Stage s has two mbarriers: full[s] (1 arrival, the producer's
+// arrive.expect_tx of the stage's bytes, plus the TMA transaction bytes) and
+// empty[s] (4C arrivals, lane 0 of each consumer warp once the wgmmas that
+// read the stage have completed).
+//
+// Producer (one elected lane): issues the weight boxes of the first
+// min(S, nk) stages, then griddepcontrol.wait (weights are constants; x, the
+// workspace and the counters may be written by the previous kernel), then
+// their x boxes, then lets dependents launch, then the steady state: wait
+// empty[s], expect_tx, weight boxes + x box. No setmaxnreg: the consumers
+// hold at most 2 x 32 or 64 fp32 accumulators (ptxas: <= 128 registers, no
+// spills; see the report), and setmaxnreg would need the producer to be a
+// whole warpgroup of mostly idle warps: it could only move registers that no
+// thread lacks.
+//
+// Consumer warpgroup cw, k-tile i (stage s = i % S, use r = i / S): wait
+// full[s] (parity r & 1); wgmma.fence; for its T weight boxes and the 4
+// k32-steps of the tile: wgmma m64nNk32 (A = weight box, B = x box, both
+// K-major, 128B swizzle); commit_group; wait_group 1 (the group just issued
+// stays in flight); release the previous stage. After the loop wait_group 0.
+//
+// Split-K (splits > 1): every CTA writes its raw accumulators (no scales) to
+// workspace[tile][split][register][consumer thread] (coalesced; the layout
+// is the fragment itself, so no transposition), __threadfence, and one
+// thread counts the arrival on counters[tile]; the CTA that brings the
+// count to splits sums the splits' partials in order 0..S-1 (its own from
+// registers: the same bits), resets the counter to 0 and stores. The sum
+// order does not depend on which CTA arrives last: bit-identical results.
+//
+// Accumulator fragment (PTX ISA 9.7.15.5.3 "Register Fragments and Shared
+// Memory Matrix Layouts", wgmma .m64nNk32 D matrix, fp32): warp w of the
+// warpgroup holds rows 16 w .. 16 w + 15 of the 64-row tile; lane = 4 g + t;
+// register 4 i + 2 h + j holds row 16 w + g + 8 h, column (token) 8 i + 2 t + j
+// (i < N / 8, h, j in {0, 1}): the mma.sync m16n8 C layout repeated N / 8
+// times along N.
+//
+// Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor
+// Format", the 64-bit a-desc / b-desc operand of wgmma.mma_async):
+//   bits  0-13  start address: (shared address & 0x3FFFF) >> 4
+//   bits 16-29  leading dimension byte offset >> 4: the distance between
+//               core matrices along K. Not used for K-major operands with a
+//               swizzle when the instruction's K (32 bytes here) lies within
+//               one swizzle span (128 B); set to 1 (16 B), the conventional
+//               "unused" value.
+//   bits 32-45  stride dimension byte offset >> 4: the distance between
+//               consecutive groups of 8 rows (M for A, N for B): 8 x 128 B =
+//               1024 B -> 64.
+//   bits 49-51  matrix base offset: 0, since every box starts 1024-byte
+//               aligned and the k-steps add 0/32/64/96 B, which leave
+//               address bits [7:9] (the swizzle phase) unchanged.
+//   bits 62-63  swizzle mode: 1 = 128-byte swizzle (2 = 64 B, 3 = 32 B,
+//               0 = none).
+// K-step kk of a k-tile starts 32 * kk bytes into the box (the start address
+// field + 2 kk): within a 128-byte swizzled row the hardware applies the
+// XOR to the computed address, so the unswizzled offset is what we add (the
+// TMA box was written with the matching CU_TENSOR_MAP_SWIZZLE_128B, whose
+// pattern is the same function of the shared address).
+//
+// The wgmma instruction (PTX ISA 9.7.15.5.2 "wgmma.mma_async"):
+//   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3 d, a-desc, b-desc,
+//       scale-d, imm-scale-a, imm-scale-b;
+// FP8 has no transpose immediates: both operands must be K-major, which the
+// row-major w [n, k] (A = M x K) and x [m, k] (B = K x N stored N x K) are.
+// scale-d = 1 (accumulate into the zero-initialized registers).
+#include "kernels/gemv/wgmma_fp8.h"
+
+#include <cuda.h>  // CUtensorMap and its enums only: nothing links libcuda
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "kernels/common/launch.h"
+#include "kernels/common/pdl.cuh"
+
+namespace gemma::kernels {
+namespace {
+
+static_assert(sizeof(WgmmaFp8TensorMap) == sizeof(CUtensorMap) && alignof(WgmmaFp8TensorMap) >= alignof(CUtensorMap),
+              "WgmmaFp8TensorMap must hold a CUtensorMap");
+
+constexpr int kTileK = 128;                          // k values (bytes) per k-tile = the 128-byte swizzle span
+constexpr int kBoxBytes = kWgmmaFp8BoxRows * kTileK;  // one weight box: 8 KiB
+constexpr int kSwizzleAtom = 1024;                   // 8 rows x 128 B
+
+// ---- PTX wrappers (sm_90a) ----
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Arrives once and adds `bytes` to the phase's expected transaction count.
+__device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Returns once the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// 2-D TMA load of the box at (c0 = k, c1 = row) into shared `dst`,
+// completing `bytes` on mbarrier `bar`. Out-of-bounds elements are zero.
+__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// The same with an L2 cache policy (the weights: evict first).
+__device__ __forceinline__ void TmaLoad2dHint(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+                                              uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], "
+      "[%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ void PrefetchTensorMap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses of the accumulators across the
+// asynchronous wgmma that owns them.
+template <int R>
+__device__ __forceinline__ void FenceRegs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Named barrier over the consumer warpgroups only (the producer warp never
+// joins; id 0 is __syncthreads).
+__device__ __forceinline__ void ConsumerBarrier(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// The matrix descriptor of a K-major, 128-byte-swizzled operand whose rows
+// are 128 bytes apart, starting at shared address `addr` (see the notes at
+// the top for each field).
+__device__ __forceinline__ uint64_t SmemDescSw128(uint32_t addr) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((addr & 0x3FFFFu) >> 4);         // bits 0-13: start address >> 4
+  d |= static_cast<uint64_t>(1) << 16;                        // bits 16-29: LBO (unused here) = 16 B
+  d |= static_cast<uint64_t>(kSwizzleAtom >> 4) << 32;        // bits 32-45: SBO = 1024 B between 8-row groups
+  d |= static_cast<uint64_t>(1) << 62;                        // bits 62-63: 128-byte swizzle; 49-51 base offset 0
+  return d;
+}
+
+// d[N/2] += A (64 x 32 e4m3 at a_desc) * B (32 x N e4m3 at b_desc).
+template <int N>
+__device__ __forceinline__ void WgmmaE4M3(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc);
+
+template <>
+__device__ __forceinline__ void WgmmaE4M3<16>(float (&d)[8], uint64_t a_desc, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void WgmmaE4M3<32>(float (&d)[16], uint64_t a_desc, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "%16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void WgmmaE4M3<64>(float (&d)[32], uint64_t a_desc, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void WgmmaE4M3<128>(float (&d)[64], uint64_t a_desc, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+}
+
+struct KernelArgs {
+  const float* w_scale;
+  const float* x_scale;
+  __nv_bfloat16* out_bf16;
+  float* out_f32;
+  float* workspace;
+  int* counters;
+  int n, m, k_tiles, splits;
+  float softcap;
+};
+
+// Scales the accumulator fragments and stores rows < n, tokens < m.
+// wsc[tt][h]: the weight scale of row row_base + 64 tt + g + 8 h.
+template <int N, int T>
+__device__ __forceinline__ void StoreTiles(const KernelArgs& a, const float (&acc)[T][N / 2], const float (&wsc)[T][2],
+                                           int row_base, int g, int t) {
+#pragma unroll
+  for (int i = 0; i < N / 8; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int token = 8 * i + 2 * t + j;
+      if (token >= a.m) continue;
+      const float xs = a.x_scale[token];
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row_base + tt * 64 + g + 8 * h;
+          if (row >= a.n) continue;
+          const float v = acc[tt][4 * i + 2 * h + j] * wsc[tt][h] * xs;
+          const size_t o = static_cast<size_t>(token) * a.n + row;
+          if (a.out_f32) {
+            a.out_f32[o] = a.softcap > 0.0f ? a.softcap * tanhf(v / a.softcap) : v;
+          } else {
+            a.out_bf16[o] = __float2bfloat16(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+// N tokens per wgmma, C consumer warpgroups of T 64-row tiles, S stages.
+template <int N, int C, int T, int S>
+__global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_constant__ CUtensorMap wmap,
+                                                                const __grid_constant__ CUtensorMap xmap,
+                                                                const __grid_constant__ KernelArgs a) {
+  constexpr int kRows = 64 * C * T;            // weight rows per CTA
+  constexpr int kWBytes = kRows * kTileK;      // weight boxes of a stage
+  constexpr int kXBytes = N * kTileK;          // x box of a stage
+  constexpr int kStageBytes = kWBytes + kXBytes;
+  constexpr int kAcc = N / 2;                  // fp32 accumulators per thread per 64-row tile
+  constexpr int kConsumers = C * 128;
+  static_assert(kXBytes % kSwizzleAtom == 0 && kStageBytes % kSwizzleAtom == 0, "stages must stay 1024-aligned");
+  static_assert(N % 16 == 0 && N >= 16 && N <= 256, "wgmma N");
+
+  __shared__ __align__(8) uint64_t full_bar[S];
+  __shared__ __align__(8) uint64_t empty_bar[S];
+  __shared__ int last_flag;
+  extern __shared__ uint8_t smem_raw[];  // launched with S * kStageBytes + 1024 bytes
+  const uint32_t ring = (SmemAddr(smem_raw) + (kSwizzleAtom - 1)) & ~static_cast<uint32_t>(kSwizzleAtom - 1);
+
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int row0 = tile * kRows;
+  const int kt_begin = static_cast<int>(static_cast<int64_t>(a.k_tiles) * split / a.splits);
+  const int kt_end = static_cast<int>(static_cast<int64_t>(a.k_tiles) * (split + 1) / a.splits);
+  const int nk = kt_end - kt_begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == kConsumers) {
+    for (int s = 0; s < S; ++s) {
+      MbarInit(SmemAddr(&full_bar[s]), 1);
+      MbarInit(SmemAddr(&empty_bar[s]), 4 * C);
+    }
+    // Make the initialized barriers visible to the async proxy (TMA).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 4 * C) {
+    // ---- producer warp: lane 0 issues every TMA ----
+    if (lane == 0) {
+      PrefetchTensorMap(&wmap);
+      PrefetchTensorMap(&xmap);
+      uint64_t policy;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      auto load_weights = [&](int i) {
+        const uint32_t stage = ring + static_cast<uint32_t>((i % S) * kStageBytes);
+        const uint32_t bar = SmemAddr(&full_bar[i % S]);
+        MbarArriveExpectTx(bar, kStageBytes);  // weights and x of the stage
+#pragma unroll
+        for (int b = 0; b < C * T; ++b) {
+          TmaLoad2dHint(stage + b * kBoxBytes, &wmap, (kt_begin + i) * kTileK, row0 + b * kWgmmaFp8BoxRows, bar, policy);
+        }
+      };
+      auto load_x = [&](int i) {
+        const uint32_t stage = ring + static_cast<uint32_t>((i % S) * kStageBytes);
+        TmaLoad2d(stage + kWBytes, &xmap, (kt_begin + i) * kTileK, 0, SmemAddr(&full_bar[i % S]));
+      };
+      const int pre = min(nk, S);
+      // Weights are constants: stream the first stages while the previous
+      // kernel may still run.
+      for (int i = 0; i < pre; ++i) load_weights(i);
+      WaitForPreviousKernel();
+      AllowDependentLaunch();
+      for (int i = 0; i < pre; ++i) load_x(i);
+      for (int i = pre; i < nk; ++i) {
+        // Use r = i / S >= 1 of stage i % S: wait for the consumers' release
+        // of use r - 1 (the empty barrier's phase r - 1).
+        MbarWait(SmemAddr(&empty_bar[i % S]), ((i / S) - 1) & 1);
+        load_weights(i);
+        load_x(i);
+      }
+    } else {
+      WaitForPreviousKernel();
+      AllowDependentLaunch();
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  const int cw = warp / 4;                   // consumer warpgroup
+  const int g = lane / 4, t = lane % 4;
+  const int ctid = threadIdx.x;              // 0 .. kConsumers - 1
+  const int row_base = row0 + cw * T * 64 + (warp % 4) * 16;
+  // The weight scales are constants: in flight during the main loop.
+  float wsc[T][2];
+#pragma unroll
+  for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) wsc[tt][h] = __ldg(a.w_scale + min(row_base + tt * 64 + g + 8 * h, a.n - 1));
+  // x_scale, the workspace, the counters and the output may belong to the
+  // previous kernel until this returns (nothing is lost: the first x box
+  // comes only after the producer's own wait). x_scale goes to L1 for the
+  // epilogue.
+  WaitForPreviousKernel();
+  AllowDependentLaunch();
+  if (ctid * 32 < a.m) asm volatile("prefetch.global.L1 [%0];" ::"l"(a.x_scale + ctid * 32));
+  float acc[T][kAcc];
+#pragma unroll
+  for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+    for (int r = 0; r < kAcc; ++r) acc[tt][r] = 0.0f;
+
+  for (int i = 0; i < nk; ++i) {
+    const int s = i % S;
+    MbarWait(SmemAddr(&full_bar[s]), (i / S) & 1);
+    const uint32_t stage = ring + static_cast<uint32_t>(s * kStageBytes);
+    const uint64_t b_desc = SmemDescSw128(stage + kWBytes);
+#pragma unroll
+    for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 32; ++kk) {
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt) {
+        const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
+        // +32 bytes of k per step: +2 in the 16-byte start-address field.
+        WgmmaE4M3<N>(acc[tt], a_desc + 2 * kk, b_desc + 2 * kk);
+      }
+    }
+    WgmmaCommit();
+#pragma unroll
+    for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+    // Keep this tile's group in flight; the previous one has completed, so
+    // its stage may be refilled.
+    WgmmaWait<1>();
+    if (i > 0 && lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
+  }
+  WgmmaWait<0>();
+#pragma unroll
+  for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+
+
+  if (a.splits > 1) {
+    constexpr int kSlice = T * kAcc * kConsumers;  // floats of one split's partials
+    float* tile_ws = a.workspace + static_cast<size_t>(tile) * a.splits * kSlice;
+    float* mine = tile_ws + static_cast<size_t>(split) * kSlice;
+#pragma unroll
+    for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+      for (int r = 0; r < kAcc; ++r) __stcg(mine + (tt * kAcc + r) * kConsumers + ctid, acc[tt][r]);
+    __threadfence();
+    ConsumerBarrier(kConsumers);
+    if (ctid == 0) last_flag = atomicAdd(&a.counters[tile], 1) == a.splits - 1;
+    ConsumerBarrier(kConsumers);
+    if (!last_flag) return;
+    __threadfence();
+#pragma unroll
+    for (int tt = 0; tt < T; ++tt) {
+#pragma unroll
+      for (int r = 0; r < kAcc; ++r) {
+        const int idx = (tt * kAcc + r) * kConsumers + ctid;
+        float v = 0.0f;
+        for (int q = 0; q < a.splits; ++q) v += q == split ? acc[tt][r] : __ldcg(tile_ws + static_cast<size_t>(q) * kSlice + idx);
+        acc[tt][r] = v;
+      }
+    }
+    if (ctid == 0) a.counters[tile] = 0;  // every split has arrived: ready for the next launch
+  }
+  StoreTiles<N, T>(a, acc, wsc, row_base, g, t);
+}
+
+// ---- host side ----
+
+using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
+
+// cuTensorMapEncodeTiled from the driver, looked up once; null if absent.
+EncodeTiledFn EncodeTiled() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();  // not sticky; keep it out of the next launch's status
+      f = nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// The map of a row-major E4M3 matrix [rows, k]: boxes of box_rows x 128
+// bytes, 128-byte swizzle, out-of-bounds elements zero (FLOAT_OOB_FILL_NONE),
+// L2 promotion of 256 bytes.
+std::string EncodeMatrix(const uint8_t* ptr, int rows, int k, int box_rows, CUtensorMap* out) {
+  const EncodeTiledFn encode = EncodeTiled();
+  if (encode == nullptr) return "wgmma_fp8: cuTensorMapEncodeTiled unavailable (driver too old?)";
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};  // bytes from one row to the next
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kTileK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(ptr), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return "wgmma_fp8: cuTensorMapEncodeTiled failed (error " + std::to_string(r) + ")";
+  return "";
+}
+
+template <int N, int C, int T, int S>
+std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
+  constexpr int kRows = 64 * C * T;
+  constexpr int kSmem = S * (kRows + N) * kTileK + kSwizzleAtom;  // + alignment slack
+  const auto kernel = WgmmaFp8Kernel<N, C, T, S>;
+  // Once per instantiation (not a stream operation: also fine under capture).
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("wgmma_fp8: shared memory attribute: ") + cudaGetErrorString(attr);
+  }
+  CUtensorMap xmap;
+  std::string err = EncodeMatrix(p.x, p.m, p.k, N, &xmap);
+  if (!err.empty()) return err;
+  CUtensorMap wmap;
+  static_assert(sizeof(wmap) == sizeof(p.w->map));
+  std::memcpy(&wmap, &p.w->map, sizeof(wmap));
+  KernelArgs a;
+  a.w_scale = p.w_scale;
+  a.x_scale = p.x_scale;
+  a.out_bf16 = p.out_bf16;
+  a.out_f32 = p.out_f32;
+  a.workspace = p.workspace;
+  a.counters = p.counters;
+  a.n = p.n;
+  a.m = p.m;
+  a.k_tiles = (p.k + kTileK - 1) / kTileK;
+  a.splits = p.splits;
+  a.softcap = p.softcap;
+  const int tiles = (p.n + kRows - 1) / kRows;
+  LaunchWithPdl(kernel, dim3(tiles, p.splits), dim3(C * 128 + 32), kSmem, stream, wmap, xmap, a);
+  return LaunchError("wgmma_fp8");
+}
+
+struct Variant {
+  const char* name;
+  int n_tile;  // N: tokens per wgmma
+  int rows;    // weight rows per CTA
+  std::string (*launch)(const WgmmaFp8Params&, cudaStream_t);
+};
+
+// Shared memory per CTA = stages x (rows + N) x 128 B (+ 1 KiB slack); two
+// CTAs fit an SM up to ~113 KiB each.
+constexpr Variant kVariants[] = {
+    {"wg-n16c1t1s8", 16, 64, Launch<16, 1, 1, 8>},     //  80 KiB, 2 CTAs/SM
+    {"wg-n16c1t2s6", 16, 128, Launch<16, 1, 2, 6>},    // 108 KiB, 2 CTAs/SM
+    {"wg-n16c2t1s6", 16, 128, Launch<16, 2, 1, 6>},    // 108 KiB, 2 CTAs/SM
+    {"wg-n16c2t2s4", 16, 256, Launch<16, 2, 2, 4>},    // 136 KiB
+    {"wg-n32c1t2s5", 32, 128, Launch<32, 1, 2, 5>},    // 100 KiB, 2 CTAs/SM
+    {"wg-n32c2t1s5", 32, 128, Launch<32, 2, 1, 5>},    // 100 KiB, 2 CTAs/SM
+    {"wg-n32c2t2s4", 32, 256, Launch<32, 2, 2, 4>},    // 144 KiB
+    {"wg-n64c1t2s4", 64, 128, Launch<64, 1, 2, 4>},    //  96 KiB, 2 CTAs/SM
+    {"wg-n64c2t1s4", 64, 128, Launch<64, 2, 1, 4>},    //  96 KiB, 2 CTAs/SM
+    {"wg-n64c2t2s5", 64, 256, Launch<64, 2, 2, 5>},    // 200 KiB
+    {"wg-n128c2t1s6", 128, 128, Launch<128, 2, 1, 6>}, // 192 KiB
+};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+// Defaults by token tile (before any tuning): two warpgroups of one 64-row
+// tile each, 2 CTAs per SM where they fit.
+constexpr int kDefaultN16 = 2, kDefaultN32 = 5, kDefaultN64 = 8, kDefaultN128 = 10;
+
+}  // namespace
+
+std::string MakeWgmmaFp8Weights(const uint8_t* w, int n, int k, WgmmaFp8Weights* out) {
+  if (out == nullptr || w == nullptr) return "wgmma_fp8: null weights";
+  if (n <= 0 || k <= 0 || k % 16 != 0) return "wgmma_fp8: need n >= 1 and k a positive multiple of 16";
+  if (reinterpret_cast<uintptr_t>(w) % 16 != 0) return "wgmma_fp8: weights must be 16-byte aligned";
+  CUtensorMap map;
+  const std::string err = EncodeMatrix(w, n, k, kWgmmaFp8BoxRows, &map);
+  if (!err.empty()) return err;
+  std::memcpy(&out->map, &map, sizeof(map));
+  out->w = w;
+  out->n = n;
+  out->k = k;
+  return "";
+}
+
+int NumWgmmaFp8Variants() { return kNumVariants; }
+
+const char* WgmmaFp8VariantName(int variant) {
+  return variant >= 0 && variant < kNumVariants ? kVariants[variant].name : "default";
+}
+
+int WgmmaFp8VariantMaxM(int variant) {
+  if (variant == -1) return kWgmmaFp8MaxM;
+  return variant >= 0 && variant < kNumVariants ? kVariants[variant].n_tile : 0;
+}
+
+bool WgmmaFp8VariantSupportsM(int variant, int m) { return m >= 1 && m <= WgmmaFp8VariantMaxM(variant); }
+
+int WgmmaFp8DefaultVariant(int m) {
+  return m <= 16 ? kDefaultN16 : m <= 32 ? kDefaultN32 : m <= 64 ? kDefaultN64 : kDefaultN128;
+}
+
+int WgmmaFp8RowsPerCta(int variant) {
+  if (variant >= 0 && variant < kNumVariants) return kVariants[variant].rows;
+  int rows = kVariants[0].rows;
+  for (const Variant& v : kVariants) rows = std::min(rows, v.rows);
+  return rows;
+}
+
+int WgmmaFp8RowTiles(int variant, int n) {
+  const int rows = WgmmaFp8RowsPerCta(variant);
+  return (n + rows - 1) / rows;
+}
+
+size_t WgmmaFp8WorkspaceFloats(int variant, int n, int splits) {
+  if (splits <= 1) return 0;
+  size_t most = 0;
+  for (int v = 0; v < kNumVariants; ++v) {
+    if (variant >= 0 && v != variant) continue;
+    const size_t rows = static_cast<size_t>(WgmmaFp8RowTiles(v, n)) * kVariants[v].rows;
+    most = std::max(most, rows * kVariants[v].n_tile * splits);
+  }
+  return most;
+}
+
+std::string LaunchWgmmaFp8(const WgmmaFp8Params& p, cudaStream_t stream) {
+  if (p.w == nullptr || p.w->w == nullptr || p.w_scale == nullptr) return "wgmma_fp8: null weights";
+  if (p.x == nullptr || p.x_scale == nullptr) return "wgmma_fp8: null input (x and x_scale)";
+  if ((p.out_bf16 == nullptr) == (p.out_f32 == nullptr)) return "wgmma_fp8: need exactly one output";
+  if (p.n <= 0 || p.k <= 0 || p.k % 16 != 0) return "wgmma_fp8: need n >= 1 and k a positive multiple of 16";
+  if (p.w->n != p.n || p.w->k != p.k) return "wgmma_fp8: weight map shape differs from n x k";
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0) return "wgmma_fp8: x must be 16-byte aligned";
+  if (p.variant < -1 || p.variant >= kNumVariants) return "wgmma_fp8: unknown variant";
+  const int variant = p.variant < 0 ? WgmmaFp8DefaultVariant(p.m) : p.variant;
+  if (!WgmmaFp8VariantSupportsM(variant, p.m)) return "wgmma_fp8: m out of range for the variant";
+  if (p.softcap > 0.0f && !p.out_f32) return "wgmma_fp8: softcap needs fp32 output";
+  if (p.splits < 1 || p.splits > kWgmmaFp8MaxSplits) return "wgmma_fp8: splits must be 1..16";
+  if (p.splits > 1 && (p.workspace == nullptr || p.counters == nullptr)) {
+    return "wgmma_fp8: splits > 1 needs workspace and counters";
+  }
+  return kVariants[variant].launch(p, stream);
+}
+
+}  // namespace gemma::kernels
