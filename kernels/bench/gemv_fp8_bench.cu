@@ -6,6 +6,17 @@
 // engine fuses it into the producing norm / gelu gate, except for o_proj)
 // and a16 (bf16 activations, no quantizer). On the default shapes a last line
 // sums the batch-1 fp8 GEMVs of one 31B token the way the engine picks them.
+// GEMV times are of back-to-back launches on one weight buffer (a matrix that
+// fits the L2 may partly be read from there).
+//
+// Per shape, m = 16, 32, 64 tokens then run the wgmma FP8 linear
+// (kernels/gemv/wgmma_fp8.h, the decode batches above the GEMV's 8): the
+// fastest variant x K split, timed while rotating through enough weight
+// copies (each with its own TMA map) to keep them out of L2 (what a decode
+// step sees), and the same choice back to back on one buffer.
+// GEMMA_BENCH_WGMMA_ALL=1 prints every candidate (and times every variant,
+// not only the narrowest token tile that covers m); GEMMA_BENCH_WGMMA_ONLY=1
+// leaves the batch 1..8 GEMVs out.
 //
 //   gemv-fp8-bench [n k]...
 #include <cuda_bf16.h>
@@ -15,17 +26,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
+#include "kernels/gemv/wgmma_fp8.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
 
 namespace {
 
 using gemma::kernels::kGemvMaxBatch;
+
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] == '1';
+}
 
 double TimeUs(const std::function<void()>& launch) {
   cudaEvent_t a, b;
@@ -63,6 +81,8 @@ void Free(Buffers& b) {
   for (void* p : {(void*)b.w, (void*)b.x, (void*)b.w8, (void*)b.x8, (void*)b.ws, (void*)b.xs, (void*)b.out}) cudaFree(p);
 }
 
+void BenchWgmma(const Buffers& b, int n, int k);
+
 // Batch-1 fp8 microseconds of one shape: the better of E4M3 (+ quantizer when
 // `unfused`) and a16; -1 when it could not run.
 double BenchShape(int n, int k, bool unfused) {
@@ -84,6 +104,7 @@ double BenchShape(int n, int k, bool unfused) {
   gemma::kernels::LaunchQuantizeRowsFp8(q, nullptr);
   double token_us = -1;
   for (int batch : {1, 2, 4, 8}) {
+    if (EnvFlag("GEMMA_BENCH_WGMMA_ONLY")) break;
     double bf16_us = 1e30, fp8_us[2] = {1e30, 1e30};
     int bf16_v = -1, fp8_v[2] = {-1, -1};
     for (int v = 0; v < gemma::kernels::NumGemvVariants(); ++v) {
@@ -127,10 +148,114 @@ double BenchShape(int n, int k, bool unfused) {
                 unfused ? "" : ", fused", gemma::kernels::GemvFp8VariantName(fp8_v[1]), fp8_us[1],
                 bytes / fp8_us[1] / 1e6, bf16_us / best_us);
   }
+  BenchWgmma(b, n, k);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) std::printf("CUDA error: %s\n", cudaGetErrorString(err));
   Free(b);
   return token_us;
+}
+
+// wgmma FP8 linear at m = 16, 32, 64 on b's E4M3 weights (see the header).
+void BenchWgmma(const Buffers& b, int n, int k) {
+  namespace kn = gemma::kernels;
+  constexpr int kMaxM = 64;
+  constexpr int kSplits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+  const size_t bytes = size_t(n) * k;
+  // Copies so that one rotation streams >= 200 MB (4x the L2), at most 8.
+  const int copies = int(std::min<size_t>(8, std::max<size_t>(1, (200000000 + bytes - 1) / bytes)));
+  std::vector<uint8_t*> w(copies, nullptr);
+  std::vector<kn::WgmmaFp8Weights> maps(copies);
+  uint8_t* x8 = nullptr;
+  float *xs = nullptr, *workspace = nullptr;
+  int* counters = nullptr;
+  __nv_bfloat16* out = nullptr;
+  const int row_tiles = kn::WgmmaFp8RowTiles(-1, n);
+  bool ok = cudaMalloc(&x8, size_t(kMaxM) * k) == cudaSuccess && cudaMalloc(&xs, kMaxM * 4) == cudaSuccess &&
+            cudaMalloc(&out, size_t(kMaxM) * n * 2) == cudaSuccess &&
+            cudaMalloc(&workspace, kn::WgmmaFp8WorkspaceFloats(-1, n, kn::kWgmmaFp8MaxSplits) * 4) == cudaSuccess &&
+            cudaMalloc(&counters, row_tiles * 4) == cudaSuccess;
+  w[0] = b.w8;
+  for (int c = 1; c < copies && ok; ++c) {
+    ok = cudaMalloc(&w[c], bytes) == cudaSuccess && cudaMemcpy(w[c], b.w8, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
+  }
+  for (int c = 0; c < copies && ok; ++c) {
+    const std::string err = kn::MakeWgmmaFp8Weights(w[c], n, k, &maps[c]);
+    if (!err.empty()) {
+      std::printf("wgmma-fp8 %6d x %5d: %s\n", n, k, err.c_str());
+      ok = false;
+    }
+  }
+  if (ok) {
+    cudaMemset(counters, 0, row_tiles * 4);
+    gemma::kernels::RandomFillParams rp;
+    rp.out_bf16 = b.x;  // 8 random rows, quantized 8 times over into the 64 token rows
+    rp.count = int64_t(kGemvMaxBatch) * k;
+    rp.stddev = 1.0f;
+    kn::LaunchRandomFill(rp, nullptr);
+    for (int r = 0; r < kMaxM; r += kGemvMaxBatch) {
+      kn::QuantizeRowsFp8Params q{b.x, x8 + size_t(r) * k, xs + r, kGemvMaxBatch, k};
+      kn::LaunchQuantizeRowsFp8(q, nullptr);
+    }
+  }
+  const bool all = EnvFlag("GEMMA_BENCH_WGMMA_ALL");
+  for (int m : {16, 32, 64}) {
+    if (!ok) {
+      std::printf("wgmma-fp8 %6d x %5d m%d  out of memory\n", n, k, m);
+      break;
+    }
+    int narrowest = kn::kWgmmaFp8MaxM;  // the narrowest token tile covering m
+    for (int v = 0; v < kn::NumWgmmaFp8Variants(); ++v) {
+      if (kn::WgmmaFp8VariantSupportsM(v, m)) narrowest = std::min(narrowest, kn::WgmmaFp8VariantMaxM(v));
+    }
+    kn::WgmmaFp8Params p;
+    p.w_scale = b.ws;
+    p.x = x8;
+    p.x_scale = xs;
+    p.out_bf16 = out;
+    p.n = n;
+    p.k = k;
+    p.m = m;
+    p.workspace = workspace;
+    p.counters = counters;
+    double best_us = 1e30;
+    int best_v = -1, best_s = 1;
+    for (int v = 0; v < kn::NumWgmmaFp8Variants(); ++v) {
+      if (!kn::WgmmaFp8VariantSupportsM(v, m) || (kn::WgmmaFp8VariantMaxM(v) != narrowest && !all)) continue;
+      for (int splits : kSplits) {
+        p.variant = v;
+        p.splits = splits;
+        int i = 0;
+        std::string err;
+        const double us = TimeUs([&] {
+          p.w = &maps[i++ % copies];
+          const std::string e = kn::LaunchWgmmaFp8(p, nullptr);
+          if (err.empty()) err = e;
+        });
+        if (!err.empty()) {
+          std::printf("  wgmma-fp8 %s x%d: %s\n", kn::WgmmaFp8VariantName(v), splits, err.c_str());
+          continue;
+        }
+        if (all) {
+          std::printf("  wgmma-fp8 %6d x %5d m%d %-14s x%-2d %7.1f us %5.2f TB/s\n", n, k, m,
+                      kn::WgmmaFp8VariantName(v), splits, us, bytes / us / 1e6);
+        }
+        if (us < best_us) best_us = us, best_v = v, best_s = splits;
+      }
+    }
+    if (best_v < 0) continue;
+    p.variant = best_v;
+    p.splits = best_s;
+    p.w = &maps[0];
+    const double hot_us = TimeUs([&] { kn::LaunchWgmmaFp8(p, nullptr); });
+    std::printf("wgmma-fp8 %6d x %5d m%-2d %-14s splits %-2d %7.1f us %5.2f TB/s (%d weight copies; back to back "
+                "on one: %.1f us %.2f TB/s)\n",
+                n, k, m, kn::WgmmaFp8VariantName(best_v), best_s, best_us, bytes / best_us / 1e6, copies, hot_us,
+                bytes / hot_us / 1e6);
+  }
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) std::printf("CUDA error: %s\n", cudaGetErrorString(err));
+  for (int c = 1; c < copies; ++c) cudaFree(w[c]);
+  for (void* q : {(void*)x8, (void*)xs, (void*)out, (void*)workspace, (void*)counters}) cudaFree(q);
 }
 
 }  // namespace
@@ -154,6 +279,7 @@ int main(int argc, char** argv) {
   // quantized by its producer.
   std::vector<double> us;
   for (const auto& [n, k] : shapes) us.push_back(BenchShape(n, k, k == 8192 || k == 16384));
+  if (EnvFlag("GEMMA_BENCH_WGMMA_ONLY")) return 0;
   // 31B: 50 sliding + 10 global layers; gate_up and down_proj in all 60.
   const int count[] = {50, 10, 50, 10, 60, 60};
   double token_ms = 0, token_gb = 0;

@@ -14,15 +14,19 @@
 // empty[s] (4C arrivals, lane 0 of each consumer warp once the wgmmas that
 // read the stage have completed).
 //
-// Producer (one elected lane): issues the weight boxes of the first
-// min(S, nk) stages, then griddepcontrol.wait (weights are constants; x, the
-// workspace and the counters may be written by the previous kernel), then
-// their x boxes, then lets dependents launch, then the steady state: wait
-// empty[s], expect_tx, weight boxes + x box. No setmaxnreg: the consumers
-// hold at most 2 x 32 or 64 fp32 accumulators (ptxas: <= 128 registers, no
-// spills; see the report), and setmaxnreg would need the producer to be a
-// whole warpgroup of mostly idle warps: it could only move registers that no
-// thread lacks.
+// Producer (lane 0 of the producer warp): issues the weight boxes of the
+// first min(S, nk) stages, then griddepcontrol.wait (weights are constants;
+// x, the workspace and the counters may be written by the previous kernel),
+// lets dependents launch, issues those stages' x boxes, then the steady
+// state: wait empty[s], expect_tx, weight boxes + x box. The consumers load
+// their weight scales (constants), then griddepcontrol.wait too before
+// anything else (they could not start before the first x box anyway).
+//
+// No setmaxnreg: a consumer thread holds T x N / 2 <= 64 fp32 accumulators
+// (ptxas: 42-139 registers per thread, no spills, at most 288 threads), so
+// registers never limit the 1-2 CTAs per SM that shared memory allows, and
+// setmaxnreg (warpgroup-wide) would need the producer to be a whole
+// warpgroup of idle warps just to hand registers to threads that lack none.
 //
 // Consumer warpgroup cw, k-tile i (stage s = i % S, use r = i / S): wait
 // full[s] (parity r & 1); wgmma.fence; for its T weight boxes and the 4
@@ -38,15 +42,21 @@
 // registers: the same bits), resets the counter to 0 and stores. The sum
 // order does not depend on which CTA arrives last: bit-identical results.
 //
-// Accumulator fragment (PTX ISA 9.7.15.5.3 "Register Fragments and Shared
-// Memory Matrix Layouts", wgmma .m64nNk32 D matrix, fp32): warp w of the
+// PTX ISA references are to the 9.x manual's section 9.7.15 "Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate Instructions" (docs.nvidia.com/
+// cuda/parallel-thread-execution, anchors named in brackets).
+//
+// Accumulator fragment (9.7.15.5.1.1 "Register Fragments", the figure "WGMMA
+// .m64nNk32 register fragment layout for accumulator matrix D", fp32): warp w of the
 // warpgroup holds rows 16 w .. 16 w + 15 of the 64-row tile; lane = 4 g + t;
 // register 4 i + 2 h + j holds row 16 w + g + 8 h, column (token) 8 i + 2 t + j
 // (i < N / 8, h, j in {0, 1}): the mma.sync m16n8 C layout repeated N / 8
 // times along N.
 //
-// Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1 "Matrix Descriptor
-// Format", the 64-bit a-desc / b-desc operand of wgmma.mma_async):
+// Shared-memory matrix descriptor (9.7.15.5.1.2 "Shared Memory Matrix
+// Layout", its "Matrix Descriptor" table [#asynchronous-warpgroup-level-
+// matrix-shared-memory-layout-matrix-descriptor]; the 64-bit a-desc / b-desc
+// operand of wgmma.mma_async):
 //   bits  0-13  start address: (shared address & 0x3FFFF) >> 4
 //   bits 16-29  leading dimension byte offset >> 4: the distance between
 //               core matrices along K. Not used for K-major operands with a
@@ -56,9 +66,11 @@
 //   bits 32-45  stride dimension byte offset >> 4: the distance between
 //               consecutive groups of 8 rows (M for A, N for B): 8 x 128 B =
 //               1024 B -> 64.
-//   bits 49-51  matrix base offset: 0, since every box starts 1024-byte
-//               aligned and the k-steps add 0/32/64/96 B, which leave
-//               address bits [7:9] (the swizzle phase) unchanged.
+//   bits 49-51  matrix base offset: 0. The manual: 0 when the swizzle's
+//               repeating pattern starts at a 1024-byte boundary (128-byte
+//               swizzle), else (pattern start address >> 7) & 7. Every box
+//               starts 1024-byte aligned, and the k-steps' +0/32/64/96 B do
+//               not move the pattern start (address bits [7:9] stay 0).
 //   bits 62-63  swizzle mode: 1 = 128-byte swizzle (2 = 64 B, 3 = 32 B,
 //               0 = none).
 // K-step kk of a k-tile starts 32 * kk bytes into the box (the start address
@@ -67,7 +79,8 @@
 // TMA box was written with the matching CU_TENSOR_MAP_SWIZZLE_128B, whose
 // pattern is the same function of the shared address).
 //
-// The wgmma instruction (PTX ISA 9.7.15.5.2 "wgmma.mma_async"):
+// The wgmma instruction (9.7.15.5.2 "wgmma.mma_async" [#asynchronous-
+// warpgroup-level-matrix-instructions-wgmma-mma-async]):
 //   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3 d, a-desc, b-desc,
 //       scale-d, imm-scale-a, imm-scale-b;
 // FP8 has no transpose immediates: both operands must be K-major, which the
