@@ -23,7 +23,7 @@
 // anything else (they could not start before the first x box anyway).
 //
 // No setmaxnreg: a consumer thread holds T x N / 2 <= 64 fp32 accumulators
-// (ptxas: 42-139 registers per thread, no spills, at most 288 threads), so
+// (ptxas: 42-150 registers per thread, no spills, at most 288 threads), so
 // registers never limit the 1-2 CTAs per SM that shared memory allows, and
 // setmaxnreg (warpgroup-wide) would need the producer to be a whole
 // warpgroup of idle warps just to hand registers to threads that lack none.
@@ -352,13 +352,22 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
       PrefetchTensorMap(&xmap);
       uint64_t policy;
       asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      // Weight boxes that start past row n are not loaded: their accumulator
+      // rows (computed from whatever the stage held) are never stored, and
+      // no TMA box is ever entirely out of bounds. Partly out-of-bounds
+      // boxes (rows or k) are zero-filled and count in full.
+      const int boxes = min(C * T, (a.n - row0 + kWgmmaFp8BoxRows - 1) / kWgmmaFp8BoxRows);
+      const uint32_t stage_tx = static_cast<uint32_t>(boxes * kBoxBytes + kXBytes);
       auto load_weights = [&](int i) {
         const uint32_t stage = ring + static_cast<uint32_t>((i % S) * kStageBytes);
         const uint32_t bar = SmemAddr(&full_bar[i % S]);
-        MbarArriveExpectTx(bar, kStageBytes);  // weights and x of the stage
+        MbarArriveExpectTx(bar, stage_tx);  // weights and x of the stage
 #pragma unroll
         for (int b = 0; b < C * T; ++b) {
-          TmaLoad2dHint(stage + b * kBoxBytes, &wmap, (kt_begin + i) * kTileK, row0 + b * kWgmmaFp8BoxRows, bar, policy);
+          if (b < boxes) {
+            TmaLoad2dHint(stage + b * kBoxBytes, &wmap, (kt_begin + i) * kTileK, row0 + b * kWgmmaFp8BoxRows, bar,
+                          policy);
+          }
         }
       };
       auto load_x = [&](int i) {
