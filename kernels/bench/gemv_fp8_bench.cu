@@ -16,7 +16,7 @@
 // step sees), and the same choice back to back on one buffer.
 // GEMMA_BENCH_WGMMA_ALL=1 prints every candidate (and times every variant,
 // not only the narrowest token tile that covers m); GEMMA_BENCH_WGMMA_ONLY=1
-// leaves the batch 1..8 GEMVs out.
+// leaves the batch 1..8 GEMVs out, GEMMA_BENCH_NO_WGMMA=1 the wgmma rows.
 //
 //   gemv-fp8-bench [n k]...
 #include <cuda_bf16.h>
@@ -148,7 +148,7 @@ double BenchShape(int n, int k, bool unfused) {
                 unfused ? "" : ", fused", gemma::kernels::GemvFp8VariantName(fp8_v[1]), fp8_us[1],
                 bytes / fp8_us[1] / 1e6, bf16_us / best_us);
   }
-  BenchWgmma(b, n, k);
+  if (!EnvFlag("GEMMA_BENCH_NO_WGMMA")) BenchWgmma(b, n, k);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) std::printf("CUDA error: %s\n", cudaGetErrorString(err));
   Free(b);

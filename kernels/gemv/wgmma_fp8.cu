@@ -23,16 +23,25 @@
 // anything else (they could not start before the first x box anyway).
 //
 // No setmaxnreg: a consumer thread holds T x N / 2 <= 64 fp32 accumulators
-// (ptxas: 42-150 registers per thread, no spills, at most 288 threads), so
-// registers never limit the 1-2 CTAs per SM that shared memory allows, and
-// setmaxnreg (warpgroup-wide) would need the producer to be a whole
-// warpgroup of idle warps just to hand registers to threads that lack none.
+// (twice that with promotion; ptxas: 42-154 registers per thread, no
+// spills, at most 288 threads), so registers never limit the 1-2 CTAs per SM
+// that shared memory allows, and setmaxnreg (warpgroup-wide) would need the
+// producer to be a whole warpgroup of idle warps just to hand registers to
+// threads that lack none.
 //
 // Consumer warpgroup cw, k-tile i (stage s = i % S, use r = i / S): wait
-// full[s] (parity r & 1); wgmma.fence; for its T weight boxes and the 4
-// k32-steps of the tile: wgmma m64nNk32 (A = weight box, B = x box, both
-// K-major, 128B swizzle); commit_group; wait_group 1 (the group just issued
-// stays in flight); release the previous stage. After the loop wait_group 0.
+// full[s] (parity r & 1); wgmma.fence; for the 4 k32-steps of the tile and
+// its T weight boxes: wgmma m64nNk32 (A = weight box, B = x box, both
+// K-major, 128B swizzle); commit_group. Then either
+//   P = false ("wg-"): wait_group 1 (the group just issued stays in flight;
+//     the accumulators chain across tiles in the tensor cores) and release
+//     the previous stage; wait_group 0 after the loop; or
+//   P = true ("wgp-"): the tile's first step has scale-d = 0, so the group
+//     computes the tile's sum alone; wait_group 0, release the stage, add
+//     the sums to fp32 accumulators (FADD). Hopper's FP8 MMA accumulates
+//     with ~14 significant bits, so the "wg-" error grows with K (cuBLASLt's
+//     fast accumulation, which the engine's FP8 GEMMs use, has the same);
+//     promotion every 128 k bounds it at the cost of a wait per tile.
 //
 // Split-K (splits > 1): every CTA writes its raw accumulators (no scales) to
 // workspace[tile][split][register][consumer thread] (coalesced; the layout
@@ -197,12 +206,13 @@ __device__ __forceinline__ uint64_t SmemDescSw128(uint32_t addr) {
   return d;
 }
 
-// d[N/2] += A (64 x 32 e4m3 at a_desc) * B (32 x N e4m3 at b_desc).
+// d[N/2] = A (64 x 32 e4m3 at a_desc) * B (32 x N e4m3 at b_desc)
+// + (scale_d ? d : 0).
 template <int N>
-__device__ __forceinline__ void WgmmaE4M3(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc);
+__device__ __forceinline__ void WgmmaE4M3(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc, int scale_d);
 
 template <>
-__device__ __forceinline__ void WgmmaE4M3<16>(float (&d)[8], uint64_t a_desc, uint64_t b_desc) {
+__device__ __forceinline__ void WgmmaE4M3<16>(float (&d)[8], uint64_t a_desc, uint64_t b_desc, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %10, 0;\n"
@@ -210,11 +220,11 @@ __device__ __forceinline__ void WgmmaE4M3<16>(float (&d)[8], uint64_t a_desc, ui
       "{%0, %1, %2, %3, %4, %5, %6, %7}, "
       "%8, %9, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 template <>
-__device__ __forceinline__ void WgmmaE4M3<32>(float (&d)[16], uint64_t a_desc, uint64_t b_desc) {
+__device__ __forceinline__ void WgmmaE4M3<32>(float (&d)[16], uint64_t a_desc, uint64_t b_desc, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %18, 0;\n"
@@ -223,11 +233,11 @@ __device__ __forceinline__ void WgmmaE4M3<32>(float (&d)[16], uint64_t a_desc, u
       "%16, %17, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 template <>
-__device__ __forceinline__ void WgmmaE4M3<64>(float (&d)[32], uint64_t a_desc, uint64_t b_desc) {
+__device__ __forceinline__ void WgmmaE4M3<64>(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %34, 0;\n"
@@ -239,11 +249,11 @@ __device__ __forceinline__ void WgmmaE4M3<64>(float (&d)[32], uint64_t a_desc, u
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 template <>
-__device__ __forceinline__ void WgmmaE4M3<128>(float (&d)[64], uint64_t a_desc, uint64_t b_desc) {
+__device__ __forceinline__ void WgmmaE4M3<128>(float (&d)[64], uint64_t a_desc, uint64_t b_desc, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\n"
       "setp.ne.b32 p, %66, 0;\n"
@@ -261,7 +271,7 @@ __device__ __forceinline__ void WgmmaE4M3<128>(float (&d)[64], uint64_t a_desc, 
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 struct KernelArgs {
@@ -306,8 +316,9 @@ __device__ __forceinline__ void StoreTiles(const KernelArgs& a, const float (&ac
   }
 }
 
-// N tokens per wgmma, C consumer warpgroups of T 64-row tiles, S stages.
-template <int N, int C, int T, int S>
+// N tokens per wgmma, C consumer warpgroups of T 64-row tiles, S stages;
+// P: promote each k-tile's tensor-core sum into fp32 registers.
+template <int N, int C, int T, int S, bool P>
 __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_constant__ CUtensorMap wmap,
                                                                 const __grid_constant__ CUtensorMap xmap,
                                                                 const __grid_constant__ KernelArgs a) {
@@ -418,35 +429,66 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
 #pragma unroll
     for (int r = 0; r < kAcc; ++r) acc[tt][r] = 0.0f;
 
+  // P: tile sums (4 k32-steps from zero) land here first.
+  float part[P ? T : 1][P ? kAcc : 1];
+#pragma unroll
+  for (int tt = 0; tt < (P ? T : 1); ++tt)
+#pragma unroll
+    for (int r = 0; r < (P ? kAcc : 1); ++r) part[tt][r] = 0.0f;
+
   for (int i = 0; i < nk; ++i) {
     const int s = i % S;
     MbarWait(SmemAddr(&full_bar[s]), (i / S) & 1);
     const uint32_t stage = ring + static_cast<uint32_t>(s * kStageBytes);
     const uint64_t b_desc = SmemDescSw128(stage + kWBytes);
+    if constexpr (P) {
 #pragma unroll
-    for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-    WgmmaFence();
+      for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
+      WgmmaFence();
 #pragma unroll
-    for (int kk = 0; kk < kTileK / 32; ++kk) {
+      for (int kk = 0; kk < kTileK / 32; ++kk) {
 #pragma unroll
-      for (int tt = 0; tt < T; ++tt) {
-        const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
-        // +32 bytes of k per step: +2 in the 16-byte start-address field.
-        WgmmaE4M3<N>(acc[tt], a_desc + 2 * kk, b_desc + 2 * kk);
+        for (int tt = 0; tt < T; ++tt) {
+          const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
+          // +32 bytes of k per step: +2 in the 16-byte start-address field;
+          // the tile's first step overwrites (scale-d = 0).
+          WgmmaE4M3<N>(part[tt], a_desc + 2 * kk, b_desc + 2 * kk, kk > 0);
+        }
       }
-    }
-    WgmmaCommit();
+      WgmmaCommit();
+      WgmmaWait<0>();
 #pragma unroll
-    for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-    // Keep this tile's group in flight; the previous one has completed, so
-    // its stage may be refilled.
-    WgmmaWait<1>();
-    if (i > 0 && lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
+      for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
+      if (lane == 0) MbarArrive(SmemAddr(&empty_bar[s]));
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+        for (int r = 0; r < kAcc; ++r) acc[tt][r] += part[tt][r];
+    } else {
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kTileK / 32; ++kk) {
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt) {
+          const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
+          // +32 bytes of k per step: +2 in the 16-byte start-address field.
+          WgmmaE4M3<N>(acc[tt], a_desc + 2 * kk, b_desc + 2 * kk, 1);
+        }
+      }
+      WgmmaCommit();
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+      // Keep this tile's group in flight; the previous one has completed, so
+      // its stage may be refilled.
+      WgmmaWait<1>();
+      if (i > 0 && lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
+    }
   }
   WgmmaWait<0>();
 #pragma unroll
   for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-
 
   if (a.splits > 1) {
     constexpr int kSlice = T * kAcc * kConsumers;  // floats of one split's partials
@@ -513,11 +555,11 @@ std::string EncodeMatrix(const uint8_t* ptr, int rows, int k, int box_rows, CUte
   return "";
 }
 
-template <int N, int C, int T, int S>
+template <int N, int C, int T, int S, bool P>
 std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
   constexpr int kRows = 64 * C * T;
   constexpr int kSmem = S * (kRows + N) * kTileK + kSwizzleAtom;  // + alignment slack
-  const auto kernel = WgmmaFp8Kernel<N, C, T, S>;
+  const auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
   // Once per instantiation (not a stream operation: also fine under capture).
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr != cudaSuccess) {
@@ -549,30 +591,43 @@ std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
 
 struct Variant {
   const char* name;
-  int n_tile;  // N: tokens per wgmma
-  int rows;    // weight rows per CTA
+  int n_tile;    // N: tokens per wgmma
+  int rows;      // weight rows per CTA
+  bool promote;  // fp32 promotion per k-tile
   std::string (*launch)(const WgmmaFp8Params&, cudaStream_t);
 };
 
 // Shared memory per CTA = stages x (rows + N) x 128 B (+ 1 KiB slack); two
-// CTAs fit an SM up to ~113 KiB each.
+// CTAs fit an SM up to ~113 KiB each. "wg-": the tensor cores accumulate
+// the whole K range (like cuBLASLt's fast accumulation, which the engine's
+// FP8 GEMMs use); "wgp-": each 128-k tile is summed from zero and added to
+// fp32 registers (Hopper's FP8 MMA keeps ~14 bits across its own
+// accumulation), at the cost of a wait per tile and T x N / 2 registers.
+#define GEMMA_WGMMA_VARIANT(n, c, t, s)                                                   \
+  {"wg-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, false, Launch<n, c, t, s, false>},    \
+  {"wgp-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, true, Launch<n, c, t, s, true>}
 constexpr Variant kVariants[] = {
-    {"wg-n16c1t1s8", 16, 64, Launch<16, 1, 1, 8>},     //  80 KiB, 2 CTAs/SM
-    {"wg-n16c1t2s6", 16, 128, Launch<16, 1, 2, 6>},    // 108 KiB, 2 CTAs/SM
-    {"wg-n16c2t1s6", 16, 128, Launch<16, 2, 1, 6>},    // 108 KiB, 2 CTAs/SM
-    {"wg-n16c2t2s4", 16, 256, Launch<16, 2, 2, 4>},    // 136 KiB
-    {"wg-n32c1t2s5", 32, 128, Launch<32, 1, 2, 5>},    // 100 KiB, 2 CTAs/SM
-    {"wg-n32c2t1s5", 32, 128, Launch<32, 2, 1, 5>},    // 100 KiB, 2 CTAs/SM
-    {"wg-n32c2t2s4", 32, 256, Launch<32, 2, 2, 4>},    // 144 KiB
-    {"wg-n64c1t2s4", 64, 128, Launch<64, 1, 2, 4>},    //  96 KiB, 2 CTAs/SM
-    {"wg-n64c2t1s4", 64, 128, Launch<64, 2, 1, 4>},    //  96 KiB, 2 CTAs/SM
-    {"wg-n64c2t2s5", 64, 256, Launch<64, 2, 2, 5>},    // 200 KiB
-    {"wg-n128c2t1s6", 128, 128, Launch<128, 2, 1, 6>}, // 192 KiB
+    GEMMA_WGMMA_VARIANT(16, 1, 1, 8),   //  80 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(16, 1, 2, 6),   // 108 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(16, 2, 1, 6),   // 108 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(16, 2, 2, 4),   // 136 KiB
+    GEMMA_WGMMA_VARIANT(32, 1, 2, 5),   // 100 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(32, 2, 1, 5),   // 100 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(32, 2, 2, 4),   // 144 KiB
+    GEMMA_WGMMA_VARIANT(64, 1, 2, 4),   //  96 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(64, 2, 1, 4),   //  96 KiB, 2 CTAs/SM
+    GEMMA_WGMMA_VARIANT(64, 2, 2, 5),   // 200 KiB
+    GEMMA_WGMMA_VARIANT(128, 2, 1, 6),  // 192 KiB
 };
+#undef GEMMA_WGMMA_VARIANT
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
-// Defaults by token tile (before any tuning): two warpgroups of one 64-row
-// tile each, 2 CTAs per SM where they fit.
-constexpr int kDefaultN16 = 2, kDefaultN32 = 5, kDefaultN64 = 8, kDefaultN128 = 10;
+// Defaults by token tile (before any tuning): promoted, two warpgroups of
+// one 64-row tile each, 2 CTAs per SM where they fit.
+constexpr int kDefaultN16 = 5, kDefaultN32 = 11, kDefaultN64 = 17, kDefaultN128 = 21;
+static_assert(kVariants[kDefaultN16].n_tile == 16 && kVariants[kDefaultN16].promote && kVariants[kDefaultN16].rows == 128);
+static_assert(kVariants[kDefaultN32].n_tile == 32 && kVariants[kDefaultN32].promote && kVariants[kDefaultN32].rows == 128);
+static_assert(kVariants[kDefaultN64].n_tile == 64 && kVariants[kDefaultN64].promote && kVariants[kDefaultN64].rows == 128);
+static_assert(kVariants[kDefaultN128].n_tile == 128 && kVariants[kDefaultN128].promote);
 
 }  // namespace
 
@@ -594,6 +649,10 @@ int NumWgmmaFp8Variants() { return kNumVariants; }
 
 const char* WgmmaFp8VariantName(int variant) {
   return variant >= 0 && variant < kNumVariants ? kVariants[variant].name : "default";
+}
+
+bool WgmmaFp8VariantPromotes(int variant) {
+  return variant < 0 || (variant < kNumVariants && kVariants[variant].promote);
 }
 
 int WgmmaFp8VariantMaxM(int variant) {

@@ -84,9 +84,14 @@ struct WgmmaFp8Params {
 };
 
 int NumWgmmaFp8Variants();
-// "wg-n<token tile>c<consumer warpgroups>t<64-row tiles per warpgroup>s<stages>";
-// "default" for -1 or an unknown variant.
+// "wg-" / "wgp-" + "n<token tile>c<consumer warpgroups>t<64-row tiles per
+// warpgroup>s<stages>"; "default" for -1 or an unknown variant.
 const char* WgmmaFp8VariantName(int variant);
+// "wgp-" variants (and the defaults) add each 128-k tile's tensor-core sum
+// to fp32 registers; "wg-" variants let the tensor cores accumulate all of
+// K, whose FP8 accumulation keeps only ~14 bits (like cuBLASLt's fast
+// accumulation: ~1e-3 relative error at k = 8192 instead of ~1e-5).
+bool WgmmaFp8VariantPromotes(int variant);
 // The token tile N of a variant (the most tokens it takes); -1: the widest;
 // 0 for an unknown variant.
 int WgmmaFp8VariantMaxM(int variant);
