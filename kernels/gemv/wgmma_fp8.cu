@@ -20,7 +20,9 @@
 // lets dependents launch, issues those stages' x boxes, then the steady
 // state: wait empty[s], expect_tx, weight boxes + x box. The consumers load
 // their weight scales (constants), then griddepcontrol.wait too before
-// anything else (they could not start before the first x box anyway).
+// anything else (they could not start before the first x box anyway). So
+// every thread of every CTA waits before it exits, and only constants are
+// read before the wait (the PDL rule in kernels/common/pdl.cuh).
 //
 // No setmaxnreg: a consumer thread holds T x N / 2 <= 64 fp32 accumulators
 // (twice that with promotion; ptxas: 42-154 registers per thread, no
