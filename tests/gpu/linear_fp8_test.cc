@@ -103,6 +103,22 @@ TEST(LinearFp8Test, GemvAndGemmPathsAgreeWithReference) {
   unsetenv("GEMMA_FP8_OUTER_VEC");
 }
 
+// Double reference of E4M3 weights (with their row scales) times bf16 x.
+std::vector<double> Fp8WeightsTimesBf16(const std::vector<uint8_t>& codes, const std::vector<float>& scales,
+                                        const std::vector<__nv_bfloat16>& xb, int m, int n, int k) {
+  std::vector<double> ref;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int c = 0; c < k; ++c) {
+        acc += double(kernels::Fp8E4M3ToFloat(codes[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
+      }
+      ref.push_back(acc * scales[j]);
+    }
+  }
+  return ref;
+}
+
 // After autotuning, a GEMV-sized Run may take the bf16-input (a16) or the
 // E4M3-input path, with x unquantized or pre-quantized: every choice must stay
 // within activation-quantization error of fp8 weights times bf16 x.
@@ -132,18 +148,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
     DeviceArray<uint8_t> x8(size_t(m) * k);
     DeviceArray<float> xs(m);
     ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
-    const auto wc = w8.Download();
-    const auto wsc = ws.Download();
-    std::vector<double> ref;
-    for (int i = 0; i < m; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int c = 0; c < k; ++c) {
-          acc += double(kernels::Fp8E4M3ToFloat(wc[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
-        }
-        ref.push_back(acc * wsc[j]);
-      }
-    }
+    const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
     for (bool pre_quantized : {false, true}) {
       DeviceArray<__nv_bfloat16> out(size_t(m) * n);
       out.Poison();
@@ -189,18 +194,7 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<float> scratch(size_t(m) * n);
-  const auto wc = w8.Download();
-  const auto wsc = ws.Download();
-  std::vector<double> ref;
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double acc = 0;
-      for (int c = 0; c < k; ++c) {
-        acc += double(kernels::Fp8E4M3ToFloat(wc[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
-      }
-      ref.push_back(acc * wsc[j]);
-    }
-  }
+  const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
   // Tunes (n, k, m) on a fresh runner; returns its output and cache hits.
   auto tune_and_run = [&](std::vector<__nv_bfloat16>* out_host, int* hits, std::string* key) {
     auto runner = cuda::LinearRunner::Create(false, 0);
