@@ -82,11 +82,11 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   paged = o.kv_block_size > 0;
   if (paged && !t.length_aware)
     return absl::InvalidArgumentError("cuda: a paged KV cache is always read length-aware (use kv_block_size 0)");
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const WeightDType lm_head = o.lm_head.value_or(o.weights);
   if (lm_head == WeightDType::kFP8 && o.weights != WeightDType::kFP8)
     return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 (got --weights bf16)");
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
   if (lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);

@@ -57,7 +57,7 @@ class DeviceWeights {
                                                                uint64_t seed, cudaStream_t stream,
                                                                WeightDType dtype = WeightDType::kBF16);
 
-  const __nv_bfloat16* embed() const { return embed_; }  // [V, H], also the lm_head
+  const __nv_bfloat16* embed() const { return embed_; }  // [V, H], the lookup table (and bf16 LM head)
   // The LM head: the embedding, or its E4M3 copy after QuantizeLmHead().
   DeviceMatrix lm_head() const;
   // Makes an E4M3 copy of the embedding (per-row scales) for the LM head:

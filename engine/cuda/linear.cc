@@ -179,9 +179,12 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
   return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
 }
 
-std::string LinearRunner::CacheKey(bool fp8, int n, int k, int batch) const {
+// The key names the build's tiling count: a build with other tilings re-times.
+std::string LinearRunner::GemvCacheKey(bool fp8, int n, int k, int batch) const {
+  const int tilings = fp8 ? kernels::NumGemvFp8Variants() : kernels::NumGemvVariants();
   return kernels::attention::AutotuneCache::Key(
-      fp8 ? "gemv-fp8" : "gemv", absl::StrCat(n, "x", k, "/b", batch, fp8 && !a16_ ? "/no-a16" : ""));
+      fp8 ? "gemv-fp8" : "gemv",
+      absl::StrCat(n, "x", k, "/b", batch, "/t", tilings, fp8 && !a16_ ? "/no-a16" : ""));
 }
 
 // Cache entries: bf16 "<variant>"; fp8 "<e4m3 variant> <ns> <a16 variant>
@@ -190,12 +193,12 @@ std::string LinearRunner::CacheKey(bool fp8, int n, int k, int batch) const {
 bool LinearRunner::LoadTuned(bool fp8, int n, int k, int batch) {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return false;
-  const auto hit = cache.Lookup(CacheKey(fp8, n, k, batch));
+  const auto hit = cache.Lookup(GemvCacheKey(fp8, n, k, batch));
   if (!hit) return false;
   const std::vector<std::string> f = absl::StrSplit(*hit, ' ', absl::SkipEmpty());
   if (!fp8) {
     const int v = f.size() == 1 ? VariantByName(false, f[0]) : -1;
-    if (v < 0) return false;
+    if (v < 0 || !kernels::GemvVariantSupportsBatch(v, batch)) return false;
     best_[{n, k, batch}] = v;
     ++cache_hits_;
     return true;
@@ -205,13 +208,17 @@ bool LinearRunner::LoadTuned(bool fp8, int n, int k, int batch) {
   c.e4m3 = VariantByName(true, f[0]);
   c.a16 = f[2] == "-" ? -1 : VariantByName(true, f[2]);
   int64_t ns[3] = {0, 0, 0};
-  if (!absl::SimpleAtoi(f[1], &ns[0]) || !absl::SimpleAtoi(f[3], &ns[1]) || !absl::SimpleAtoi(f[4], &ns[2])) {
+  if (!absl::SimpleAtoi(f[1], &ns[0]) || !absl::SimpleAtoi(f[3], &ns[1]) || !absl::SimpleAtoi(f[4], &ns[2]) ||
+      ns[0] < 0 || ns[1] < 0 || ns[2] < 0) {
     return false;
   }
   c.e4m3_ms = NsToMs(ns[0]);
   c.a16_ms = NsToMs(ns[1]);
   c.quant_ms = NsToMs(ns[2]);
-  if (c.e4m3 < 0 || (f[2] != "-" && c.a16 < 0)) return false;
+  // Each family's entry must name a tiling of that family (a stale or edited
+  // line must not hand E4M3 codes to an a16 kernel or the reverse).
+  if (c.e4m3 < 0 || kernels::GemvFp8VariantTakesBf16(c.e4m3)) return false;
+  if (f[2] != "-" && (c.a16 < 0 || !kernels::GemvFp8VariantTakesBf16(c.a16))) return false;
   fp8_best_[{n, k, batch}] = c;
   ++cache_hits_;
   return true;
@@ -221,11 +228,11 @@ void LinearRunner::StoreTuned(bool fp8, int n, int k, int batch) const {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return;
   if (!fp8) {
-    cache.Store(CacheKey(false, n, k, batch), kernels::GemvVariantName(best_.at({n, k, batch})));
+    cache.Store(GemvCacheKey(false, n, k, batch), kernels::GemvVariantName(best_.at({n, k, batch})));
     return;
   }
   const Fp8Choice& c = fp8_best_.at({n, k, batch});
-  cache.Store(CacheKey(true, n, k, batch),
+  cache.Store(GemvCacheKey(true, n, k, batch),
               absl::StrCat(kernels::GemvFp8VariantName(c.e4m3), " ", MsToNs(c.e4m3_ms), " ",
                            c.a16 >= 0 ? kernels::GemvFp8VariantName(c.a16) : "-", " ", MsToNs(c.a16_ms), " ",
                            MsToNs(c.quant_ms)));

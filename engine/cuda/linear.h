@@ -59,7 +59,9 @@ class LinearRunner {
   // Times every GEMV variant that supports `batch` (CUDA-core tilings, plus the
   // tensor-core ones for batch >= 2) for (n, k, batch); remembers the fastest,
   // also in the autotune cache file (kernels/attention/autotune.h), from which
-  // a later start-up on the same GPU takes it without timing.
+  // a later start-up on the same GPU and build takes it without timing. With
+  // GEMMA_AUTOTUNE=0 the cache is off and every start-up re-times (the GEMV
+  // always has a measured choice; only the attention falls back to defaults).
   // Not graph-safe: call before capture. `scratch_*` are device buffers of
   // at least n*k (w), batch*k (x) and batch*n (out) elements.
   // fp8 `w`: the fp8 GEMV tilings, E4M3 x (quantized first; ReserveFp8
@@ -67,8 +69,9 @@ class LinearRunner {
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
   int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
-  // Autotune() calls answered from the cache.
+  // Autotune() calls answered from the cache, and the cache key of a shape.
   int cache_hits() const { return cache_hits_; }
+  std::string GemvCacheKey(bool fp8, int n, int k, int batch) const;
   // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
   // and their times (empty when none), for the start-up log.
   std::string Fp8TuningSummary(int batch) const;
@@ -96,7 +99,6 @@ class LinearRunner {
   // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.
   absl::Status PrepareFp8Input(LinearArgs& a, cudaStream_t stream);
   std::string LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream);
-  std::string CacheKey(bool fp8, int n, int k, int batch) const;
   bool LoadTuned(bool fp8, int n, int k, int batch);   // false: not cached (or stale)
   void StoreTuned(bool fp8, int n, int k, int batch) const;
 

@@ -40,6 +40,9 @@ absl::Status ModelRunner::Allocate(int t) {
   const size_t bf = sizeof(__nv_bfloat16);
   GEMMA_STATUS_RETURN_IF_ERROR(metadata_.Allocate(layout_.total * sizeof(int32_t)));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(metadata_.get(), 0, metadata_.bytes()));
+  // cudaMemset runs on the legacy stream, which the backend's non-blocking
+  // stream does not wait for: finish it before any launch reads the block.
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   GEMMA_STATUS_RETURN_IF_ERROR(residual_.Allocate(t * h * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(normed_.Allocate(t * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(qkv_.Allocate(t * max_qkv_rows_ * bf));
@@ -226,7 +229,8 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   np.layer_scalar = w.layer_scalar;
   const bool last = l + 1 == c.num_layers;
   np.out_weight = last ? weights_->final_norm() : weights_->layers()[l + 1].input_norm;
-  // The final norm feeds the bf16 LM head: no codes.
+  // The final norm emits no codes: the LM head reads bf16 rows gathered from
+  // its output (an fp8 LM head quantizes them itself, or takes them as a16).
   const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
   EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));

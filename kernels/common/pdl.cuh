@@ -12,6 +12,13 @@
 // kernel's very start instead measured 0.35 ms/token slower (2026-11-30):
 // blocks two kernels ahead sat waiting on multiprocessors a GEMV's later
 // waves needed.
+//
+// Every block of a PDL-launched kernel must execute WaitForPreviousKernel()
+// before it exits: the kernel's completion then implies its predecessor's,
+// which is what lets a successor that waits on it read anything written by
+// kernels further back. Reads before the wait are limited to data no kernel
+// of the step writes (weights, the step's metadata copied before its first
+// kernel).
 #pragma once
 
 namespace gemma::kernels {

@@ -166,7 +166,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
     }
   };
 
-  if (static_cast<int>(blockIdx.x) >= num_block_tiles) return;  // block-uniform
+  if (static_cast<int>(blockIdx.x) >= num_block_tiles) {  // block-uniform; never with Launch's grids
+    WaitForPreviousKernel();  // every block waits before it exits (pdl.cuh)
+    return;
+  }
   set_tile(blockIdx.x);
   load(0, beg);
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {

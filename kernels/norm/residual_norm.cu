@@ -130,6 +130,9 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
   if (p.out_fp8 && !p.out_scale) return "residual_norm: out_fp8 without out_scale";
   if (p.num_tokens <= 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.hidden > kMaxHidden)
     return "residual_norm: hidden must be a positive multiple of 8 up to 16384";
+  auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
+  if (misaligned(p.residual) || misaligned(p.out_weight) || (p.branch_weight && misaligned(p.branch_weight)))
+    return "residual_norm: residual, out_weight and branch_weight must be 16-byte aligned";
   const int vecs_per_thread = (p.hidden / 8 + kThreads - 1) / kThreads;
   if (vecs_per_thread <= 1) {
     Launch<1>(p, stream);

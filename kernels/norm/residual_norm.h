@@ -7,6 +7,11 @@
 // covers "post-attention norm + residual + pre-FFN norm" and "post-FFN norm +
 // residual + layer_scalar + next layer's input norm (or the final norm)".
 //
+// Launched with PDL (kernels/common/pdl.cuh): out_weight, branch_weight and
+// layer_scalar are read before waiting for the previous kernel, so no kernel
+// of the same step may write them. residual, out_weight and branch_weight
+// must be 16-byte aligned (read as float4; checked).
+//
 // Launchers validate, never allocate or synchronize, and return an error
 // message ("" on success). No engine types.
 #pragma once

@@ -14,6 +14,10 @@
 //
 // Launchers validate, never allocate or synchronize, and return an error
 // message ("" on success). No engine types.
+// Launched with PDL (kernels/common/pdl.cuh): positions, token_slot and
+// kv_rows are read (and the RoPE angles computed) before waiting for the
+// previous kernel, so they must come from the step's metadata, not from a
+// kernel of the same step.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -13,6 +13,7 @@
 
 #include "engine/cuda/linear.h"
 #include "kernels/attention/autotune.h"
+#include "kernels/gemv/gemv_fp8.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -102,6 +103,22 @@ TEST(LinearFp8Test, GemvAndGemmPathsAgreeWithReference) {
   unsetenv("GEMMA_FP8_OUTER_VEC");
 }
 
+// Double reference of E4M3 weights (with their row scales) times bf16 x.
+std::vector<double> Fp8WeightsTimesBf16(const std::vector<uint8_t>& codes, const std::vector<float>& scales,
+                                        const std::vector<__nv_bfloat16>& xb, int m, int n, int k) {
+  std::vector<double> ref;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int c = 0; c < k; ++c) {
+        acc += double(kernels::Fp8E4M3ToFloat(codes[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
+      }
+      ref.push_back(acc * scales[j]);
+    }
+  }
+  return ref;
+}
+
 // After autotuning, a GEMV-sized Run may take the bf16-input (a16) or the
 // E4M3-input path, with x unquantized or pre-quantized: every choice must stay
 // within activation-quantization error of fp8 weights times bf16 x.
@@ -131,18 +148,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
     DeviceArray<uint8_t> x8(size_t(m) * k);
     DeviceArray<float> xs(m);
     ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
-    const auto wc = w8.Download();
-    const auto wsc = ws.Download();
-    std::vector<double> ref;
-    for (int i = 0; i < m; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int c = 0; c < k; ++c) {
-          acc += double(kernels::Fp8E4M3ToFloat(wc[size_t(j) * k + c])) * gpu_test::ToF(xb[size_t(i) * k + c]);
-        }
-        ref.push_back(acc * wsc[j]);
-      }
-    }
+    const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
     for (bool pre_quantized : {false, true}) {
       DeviceArray<__nv_bfloat16> out(size_t(m) * n);
       out.Poison();
@@ -166,13 +172,15 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
   }
 }
 
-}  // namespace
-// A second runner takes the first one's tuned choice from the autotune cache
-// (no timing) and computes the same bits with it.
+// The tuned choice comes back from the autotune cache: a first runner on a
+// shape no earlier run tuned (random n) times it, a second takes it without
+// timing and computes the same bits, and a cache line naming tilings of the
+// wrong input families is ignored (re-timed) instead of being launched.
 TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   GEMMA_REQUIRE_GPU();
   if (!kernels::attention::AutotuneCache::Get().enabled()) GTEST_SKIP() << "GEMMA_AUTOTUNE=0";
-  const int n = 1040, k = 528, m = 2;
+  const int n = 1040 + 16 * int(gpu_test::Rng()() % 4096), k = 528, m = 2;
+  SCOPED_TRACE(testing::Message() << "n=" << n);
   DeviceArray<__nv_bfloat16> w(size_t(n) * k);
   kernels::RandomFillParams rp;
   rp.out_bf16 = w.get();
@@ -183,15 +191,18 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   DeviceArray<float> ws(n);
   ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
   const cuda::DeviceMatrix wm(w8.get(), ws.get());
-  DeviceArray<__nv_bfloat16> x(gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k)));
+  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
+  DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<float> scratch(size_t(m) * n);
-  std::vector<std::vector<__nv_bfloat16>> outs;
-  for (int r = 0; r < 2; ++r) {
+  const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
+  // Tunes (n, k, m) on a fresh runner; returns its output and cache hits.
+  auto tune_and_run = [&](std::vector<__nv_bfloat16>* out_host, int* hits, std::string* key) {
     auto runner = cuda::LinearRunner::Create(false, 0);
     ASSERT_TRUE(runner.ok()) << runner.status();
     ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
     ASSERT_TRUE((*runner)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
-    if (r == 1) EXPECT_EQ((*runner)->cache_hits(), 1);
+    *hits = (*runner)->cache_hits();
+    *key = (*runner)->GemvCacheKey(true, n, k, m);
     DeviceArray<__nv_bfloat16> out(size_t(m) * n);
     out.Poison();
     cuda::LinearArgs a;
@@ -202,11 +213,34 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
     a.n = n;
     a.k = k;
     ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    outs.push_back(out.Download());
+    CUDA_OK(cudaDeviceSynchronize());
+    *out_host = out.Download();
+    EXPECT_LT(gpu_test::RelErr(gpu_test::ToFloat(*out_host), ref, 0, ref.size()), 0.05);
+  };
+  std::vector<__nv_bfloat16> first, second, third;
+  int hits = -1;
+  std::string key;
+  tune_and_run(&first, &hits, &key);
+  EXPECT_EQ(hits, 0);
+  tune_and_run(&second, &hits, &key);
+  EXPECT_EQ(hits, 1);
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(__nv_bfloat16)), 0);
+  // Families swapped (an a16 tiling where the E4M3 one belongs), then junk.
+  const char* a16_name = nullptr;
+  const char* e4m3_name = nullptr;
+  for (int v = 0; v < kernels::NumGemvFp8Variants(); ++v) {
+    (kernels::GemvFp8VariantTakesBf16(v) ? a16_name : e4m3_name) = kernels::GemvFp8VariantName(v);
   }
-  ASSERT_EQ(outs[0].size(), outs[1].size());
-  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(__nv_bfloat16)), 0);
+  ASSERT_NE(a16_name, nullptr);
+  ASSERT_NE(e4m3_name, nullptr);
+  for (const std::string& bad : {std::string(a16_name) + " 1000 " + e4m3_name + " 1000 1000", std::string("junk")}) {
+    SCOPED_TRACE(bad);
+    kernels::attention::AutotuneCache::Get().Store(key, bad);
+    tune_and_run(&third, &hits, &key);
+    EXPECT_EQ(hits, 0);
+  }
 }
 
+}  // namespace
 }  // namespace gemma

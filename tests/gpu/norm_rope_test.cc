@@ -69,8 +69,9 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(17, 128, true, true);
   CheckResidualNorm(4, 5376, true, true, /*f32_branch=*/true);
   CheckResidualNorm(2, 8, true, true);
-  // Vectors per thread 1 (exactly), 3 of 4, 8 (the largest hidden).
+  // Vectors per thread 1 (exactly), 2, 3 of 4, 8 (the largest hidden).
   CheckResidualNorm(3, 2048, true, true);
+  CheckResidualNorm(2, 4096, true, true);
   CheckResidualNorm(2, 4104, true, false);
   CheckResidualNorm(2, 16384, true, true);
   CheckResidualNorm(2, 16384, false, false);

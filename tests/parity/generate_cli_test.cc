@@ -17,8 +17,10 @@ struct Result {
   std::string out;
 };
 
-Result RunGenerate(const std::string& args) {
-  const std::string cmd = std::string(GEMMA_BIN_DIR) + "/gemma-generate --backend cpu " + args + " 2>/dev/null";
+// `with_stderr`: the output also holds stderr (error messages).
+Result RunGenerate(const std::string& args, bool with_stderr = false) {
+  const std::string cmd = std::string(GEMMA_BIN_DIR) + "/gemma-generate --backend cpu " + args +
+                          (with_stderr ? " 2>&1" : " 2>/dev/null");
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -71,6 +73,21 @@ TEST(GenerateCliTest, BadFlagsExitWithCode2) {
 
 TEST(GenerateCliTest, MissingModelIsARuntimeError) {
   EXPECT_EQ(RunGenerate("--model /nonexistent --prompt x").exit_code, 1);
+}
+
+// FP8 options are CUDA-only: the cpu backend refuses them by name instead of
+// silently running bf16.
+TEST(GenerateCliTest, Fp8OptionsOnTheCpuBackendAreRefusedByName) {
+  const Result head = RunGenerate("--model " + kFortunes + " --prompt x --max-tokens 1 --lm-head fp8", true);
+  EXPECT_EQ(head.exit_code, 1) << head.out;
+  EXPECT_NE(head.out.find("--lm-head fp8 is supported by the cuda backend only"), std::string::npos) << head.out;
+  const Result weights = RunGenerate("--model " + kFortunes + " --prompt x --max-tokens 1 --weights fp8", true);
+  EXPECT_EQ(weights.exit_code, 1) << weights.out;
+  EXPECT_NE(weights.out.find("--weights fp8 is supported by the cuda backend only"), std::string::npos)
+      << weights.out;
+  const Result bad = RunGenerate("--model " + kFortunes + " --prompt x --lm-head fp16", true);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--lm-head"), std::string::npos) << bad.out;
 }
 
 }  // namespace
