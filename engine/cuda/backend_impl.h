@@ -52,7 +52,9 @@ struct CudaBackend::Impl {
   }
   absl::Status Init(const BackendOptions& o, const CudaTuning& t);
   absl::Status LoadWeights();
-  absl::Status AutotuneGemv();
+  std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> LinearMatrices() const;
+  absl::Status AutotuneGemv();  // then AutotuneWgmma
+  absl::Status AutotuneWgmma();
   absl::Status CreatePagedCache();
   absl::Status CaptureDecodeGraphs();
   absl::Status WarmUpPrefill();

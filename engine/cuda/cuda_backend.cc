@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/backend_impl.h"
@@ -146,8 +148,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Impl::AutotuneGemv() {
-  std::set<std::pair<int, int>> shapes;  // (n, k)
+// Every linear's matrix and (n, k): the layers' in order, the LM head last.
+std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> CudaBackend::Impl::LinearMatrices() const {
   const int h = config.hidden_size, inter = config.intermediate_size;
   std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
@@ -159,6 +161,12 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
     mats.push_back({w.down_proj, {h, inter}});
   }
   mats.push_back({weights->lm_head(), {config.vocab_size, h}});
+  return mats;
+}
+
+absl::Status CudaBackend::Impl::AutotuneGemv() {
+  std::set<std::pair<int, int>> shapes;  // (n, k)
+  const auto mats = LinearMatrices();
   int max_k = 0, max_n = 0;
   for (const auto& m : mats) {
     max_n = std::max(max_n, m.second.first);
@@ -182,6 +190,39 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
   }
   spdlog::info("cuda: GEMV autotuned for {} shapes x {} batch sizes", shapes.size(), max_batch);
   if (const std::string fp8 = linear->Fp8TuningSummary(1); !fp8.empty()) spdlog::info("cuda: fp8 GEMV at batch 1:\n{}", fp8);
+  return AutotuneWgmma();
+}
+
+// Decode batches above the GEMV's, fp8 matrices with a TMA descriptor:
+// the wgmma FP8 linear against cuBLASLt (wgmma_path.h), per shape over every
+// layer's copy of it (so the timed weights stream from HBM, as in a step).
+// Its scratch is reserved here, before the paged pool takes what is left.
+// A tuning failure that leaves the device usable only costs the wgmma path.
+absl::Status CudaBackend::Impl::AutotuneWgmma() {
+  const int max_m = std::min(options.max_slots, chunk_tokens);
+  if (weights->dtype() != WeightDType::kFP8 || max_m <= kernels::kGemvMaxBatch) return absl::OkStatus();
+  // (n, k, LM head) -> the matrices of that shape.
+  std::map<std::tuple<int, int, bool>, std::vector<cuda::DeviceMatrix>> groups;
+  const auto mats = LinearMatrices();
+  int max_n = 0;
+  for (size_t i = 0; i < mats.size(); ++i) {
+    const auto& [w, shape] = mats[i];
+    if (!w.fp8() || w.wgmma == nullptr) continue;
+    groups[{shape.first, shape.second, i + 1 == mats.size()}].push_back(w);
+    max_n = std::max(max_n, shape.first);
+  }
+  if (groups.empty()) return absl::OkStatus();
+  absl::Status st = linear->ReserveWgmmaFp8(max_n);
+  for (const auto& [shape, group] : groups) {
+    if (!st.ok()) break;
+    const auto [n, k, lm_head] = shape;
+    st = linear->AutotuneWgmmaFp8(group, n, k, max_m, lm_head, lm_head ? config.final_logit_softcap : 0.0f, stream);
+  }
+  if (st.ok()) return absl::OkStatus();
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal
+  spdlog::warn("cuda: wgmma fp8 tuning failed ({}): fp8 decode batches above {} run cuBLASLt", st.ToString(),
+               kernels::kGemvMaxBatch);
+  linear->set_wgmma_preference(cuda::WgmmaPreference::kOff);
   return absl::OkStatus();
 }
 

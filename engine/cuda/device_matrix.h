@@ -8,16 +8,24 @@
 
 #include <cstdint>
 
+namespace gemma::kernels {
+struct WgmmaFp8Weights;  // kernels/gemv/wgmma_fp8.h
+}  // namespace gemma::kernels
+
 namespace gemma::cuda {
 
 struct DeviceMatrix {
   const void* data = nullptr;
   const float* row_scale = nullptr;  // fp8 only: [n]
+  // fp8 only, optional: the matrix's TMA descriptor for the wgmma FP8 linear
+  // (built at load time, owned by DeviceWeights); null: cuBLASLt only.
+  const kernels::WgmmaFp8Weights* wgmma = nullptr;
 
   DeviceMatrix() = default;
   // Implicit: a bare bf16 pointer is a bf16 matrix (the embedding/LM head).
   DeviceMatrix(const __nv_bfloat16* bf16) : data(bf16) {}  // NOLINT(google-explicit-constructor)
-  DeviceMatrix(const uint8_t* fp8, const float* scale) : data(fp8), row_scale(scale) {}
+  DeviceMatrix(const uint8_t* fp8, const float* scale, const kernels::WgmmaFp8Weights* map = nullptr)
+      : data(fp8), row_scale(scale), wgmma(map) {}
 
   bool fp8() const { return row_scale != nullptr; }
   const __nv_bfloat16* bf16() const { return static_cast<const __nv_bfloat16*>(data); }

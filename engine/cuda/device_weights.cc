@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/status_macros.h"
+#include "kernels/gemv/gemv.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
 #include "spdlog/spdlog.h"
@@ -167,7 +168,9 @@ DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelCon
 }
 
 DeviceMatrix DeviceWeights::lm_head() const {
-  if (lm_head_fp8_.get() != nullptr) return DeviceMatrix(lm_head_fp8_.get<uint8_t>(), lm_head_scale_.get<float>());
+  if (lm_head_fp8_.get() != nullptr) {
+    return DeviceMatrix(lm_head_fp8_.get<uint8_t>(), lm_head_scale_.get<float>(), lm_head_wgmma_);
+  }
   return DeviceMatrix(embed_);
 }
 
@@ -187,9 +190,39 @@ absl::Status DeviceWeights::QuantizeLmHead(cudaStream_t stream) {
   qp.cols = hidden_;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  lm_head_wgmma_ = MakeWgmmaMap(lm_head_fp8_.get<uint8_t>(), vocab_, hidden_);
   spdlog::info("cuda: LM head quantized to fp8 ({:.2f} GB next to the bf16 embedding)",
                lm_head_fp8_.bytes() / 1e9);
   return absl::OkStatus();
+}
+
+const kernels::WgmmaFp8Weights* DeviceWeights::MakeWgmmaMap(const uint8_t* w, int n, int k) {
+  auto map = std::make_unique<kernels::WgmmaFp8Weights>();
+  if (const std::string err = kernels::MakeWgmmaFp8Weights(w, n, k, map.get()); !err.empty()) {
+    if (!wgmma_map_failed_) {
+      spdlog::warn("cuda: no wgmma TMA descriptor for a {} x {} fp8 matrix ({}): its decode batches above {} "
+                   "tokens run cuBLASLt",
+                   n, k, err, kernels::kGemvMaxBatch);
+    }
+    wgmma_map_failed_ = true;
+    return nullptr;
+  }
+  wgmma_maps_.push_back(std::move(map));
+  return wgmma_maps_.back().get();
+}
+
+void DeviceWeights::AttachWgmmaMaps(const ModelConfig& c) {
+  if (dtype_ != WeightDType::kFP8) return;
+  const int h = c.hidden_size, inter = c.intermediate_size;
+  auto attach = [&](DeviceMatrix& m, int n, int k) { m.wgmma = MakeWgmmaMap(m.e4m3(), n, k); };
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    DeviceLayer& d = layers_[l];
+    const int q_width = c.num_heads * c.layers[l].head_dim;
+    attach(d.qkv, d.qkv_rows, h);
+    attach(d.o_proj, h, q_width);
+    attach(d.gate_up, 2 * inter, h);
+    attach(d.down_proj, h, inter);
+  }
 }
 
 DeviceMatrix DeviceWeights::BindMatrix(const MatrixOffsets& o) const {
@@ -377,6 +410,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model
   dw->dtype_ = dtype;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, &weights));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->CopyPieces(stream));
+  dw->AttachWgmmaMaps(config);
   return dw;
 }
 
@@ -388,6 +422,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Random(const Model
   dw->dtype_ = dtype;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->FillRandom(seed, stream));
+  dw->AttachWgmmaMaps(config);
   spdlog::info("cuda: random {} weights, {:.2f} GB on the device", WeightDTypeName(dtype), dw->bytes() / 1e9);
   return dw;
 }

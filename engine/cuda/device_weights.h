@@ -7,6 +7,10 @@
 //   qkv      [(heads + kv_heads * (k_eq_v ? 1 : 2)) * D, H]  q | k | v rows
 //   gate_up  [2 * I, H]                                      gate | up rows
 //
+// fp8 matrices (and the fp8 LM head) also get the TMA descriptor the wgmma
+// FP8 linear reads (DeviceMatrix::wgmma), built on the host after upload; a
+// descriptor that cannot be built leaves the pointer null (cuBLASLt only).
+//
 // Built once, from a checkpoint (f16/f32 converted to bf16, then quantized on
 // the device row by row for fp8) or from a deterministic device-side random
 // init at the config's real shape (quantized the same way).
@@ -26,6 +30,7 @@
 #include "engine/factory/backend_factory.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
+#include "kernels/gemv/wgmma_fp8.h"
 
 namespace gemma::cuda {
 
@@ -99,12 +104,21 @@ class DeviceWeights {
   absl::Status CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream);
   absl::Status FillRandom(uint64_t seed, cudaStream_t stream);
   int64_t MaxFp8PieceCount() const;
+  // Gives every fp8 layer matrix its wgmma TMA descriptor (host only).
+  void AttachWgmmaMaps(const ModelConfig& config);
+  // A descriptor of w [n, k] owned by this object; null when it cannot be
+  // built (the first failure is logged: start-up goes on with cuBLASLt).
+  const kernels::WgmmaFp8Weights* MakeWgmmaMap(const uint8_t* w, int n, int k);
 
   DeviceBuffer bf16_;  // bf16 matrices (all of them, or the embedding only)
   DeviceBuffer f32_;   // norms, scalars and fp8 row scales
   DeviceBuffer fp8_;   // fp8 matrices (E4M3 bits)
   DeviceBuffer lm_head_fp8_;    // [V, H] E4M3, when QuantizeLmHead() ran
   DeviceBuffer lm_head_scale_;  // [V] fp32
+  const kernels::WgmmaFp8Weights* lm_head_wgmma_ = nullptr;
+  // Heap-held so DeviceMatrix's pointers stay valid as the list grows.
+  std::vector<std::unique_ptr<kernels::WgmmaFp8Weights>> wgmma_maps_;
+  bool wgmma_map_failed_ = false;
   WeightDType dtype_ = WeightDType::kBF16;
   __nv_bfloat16* embed_ = nullptr;
   int vocab_ = 0, hidden_ = 0;  // the embedding's shape

@@ -1,7 +1,6 @@
 #include "engine/cuda/linear.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -9,11 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "engine/cuda/launch_timer.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/quant/fp8_quant.h"
+#include "spdlog/spdlog.h"
 
 namespace gemma::cuda {
 namespace {
@@ -29,13 +30,6 @@ int VariantByName(bool fp8, const std::string& name) {
   }
   return -1;
 }
-
-// Tuned times are kept in whole nanoseconds (see LoadTuned).
-// (Clamped to 1000 s: an untimed family's 1e30 "infinity" must not overflow.)
-int64_t MsToNs(float ms) {
-  return static_cast<int64_t>(std::llround(std::min(static_cast<double>(ms), 1e6) * 1e6));
-}
-float NsToMs(int64_t ns) { return static_cast<float>(static_cast<double>(ns) / 1e6); }
 
 }  // namespace
 
@@ -142,6 +136,18 @@ absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
     return KernelStatus(LaunchGemvVariant(a, variant, stream));
   }
   GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
+  if (const WgmmaChoice* c = wgmma_.ChoiceFor(a.w, a.n, a.k, a.m)) {
+    const std::string err = wgmma_.Launch(a, *c, stream);
+    if (err.empty()) return absl::OkStatus();
+    // Refused before any device work (e.g. an unaligned x_fp8): cuBLASLt
+    // computes it instead; a request never fails for the wgmma path.
+    if (!wgmma_failed_) spdlog::warn("cuda: wgmma fp8 {}x{}x{}: {}; cuBLASLt instead", a.m, a.n, a.k, err);
+    wgmma_failed_ = true;
+  }
+  return RunFp8Gemm(a, stream);
+}
+
+absl::Status LinearRunner::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream) {
   // cuBLASLt applies the per-row weight and per-token activation scales when
   // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
   // and a small kernel scales the result in place.
@@ -242,20 +248,12 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
   const bool fp8 = w.fp8();
   if (LoadTuned(fp8, n, k, batch)) return absl::OkStatus();
-  cudaEvent_t start, stop;
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  auto timer = LaunchTimer::Create();
+  if (!timer.ok()) return timer.status();
   // Mean ms of `launch` over kReps back-to-back runs after a warm-up.
   auto time_ms = [&](const std::function<std::string()>& launch) -> absl::StatusOr<float> {
-    GEMMA_KERNEL_RETURN_IF_ERROR(launch());
     constexpr int kReps = 10;
-    cudaEventRecord(start, stream);
-    for (int i = 0; i < kReps; ++i) launch();
-    cudaEventRecord(stop, stream);
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, start, stop);
-    return ms / kReps;
+    return (*timer)->MeanMs([&](int) { return launch(); }, kReps, stream);
   };
   LinearArgs a;
   a.w = w;
@@ -288,15 +286,19 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
       return st.ok() ? std::string() : std::string(st.message());
     });
     if (!quant_ms.ok()) return quant_ms.status();
-    fp8_best_[{n, k, batch}] = Fp8Choice{best[0], NsToMs(MsToNs(best_ms[0])), best[1],
-                                         NsToMs(MsToNs(best_ms[1])), NsToMs(MsToNs(*quant_ms))};
+    fp8_best_[{n, k, batch}] =
+        Fp8Choice{best[0], RoundToNs(best_ms[0]), best[1], RoundToNs(best_ms[1]), RoundToNs(*quant_ms)};
   } else {
     best_[{n, k, batch}] = best[0];
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   StoreTuned(fp8, n, k, batch);
   return absl::OkStatus();
+}
+
+absl::Status LinearRunner::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
+                                            bool out_f32, float softcap, cudaStream_t stream) {
+  return wgmma_.Autotune(mats, n, k, max_m, out_f32, softcap,
+                         [&](const LinearArgs& a) { return RunFp8Gemm(a, stream); }, stream);
 }
 
 std::string LinearRunner::Fp8TuningSummary(int batch) const {

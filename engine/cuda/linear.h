@@ -1,7 +1,9 @@
 // y[m, n] = x[m, k] . w[n, k]^T for weights in nn.Linear layout, bf16 or FP8
 // E4M3 with per-row scales. Up to kGemvMaxBatch rows run the bandwidth-bound
 // GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
-// (prefill). For fp8 weights x is first quantized to E4M3 per token (one
+// (prefill). Fp8 decode batches above kGemvMaxBatch (up to
+// WgmmaPath::kMaxM) run the wgmma FP8 linear instead of cuBLASLt where
+// AutotuneWgmmaFp8 measured it faster (wgmma_path.h). For fp8 weights x is first quantized to E4M3 per token (one
 // scale per row, like vLLM's dynamic FP8), into buffers sized by
 // ReserveFp8(), unless the caller passes x already quantized (x_fp8,
 // x_scale); the scales are applied in the GEMV's store, or by cuBLASLt
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -24,6 +27,7 @@
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/device_matrix.h"
 #include "engine/cuda/lt_gemm.h"
+#include "engine/cuda/wgmma_path.h"
 
 namespace gemma::cuda {
 
@@ -50,6 +54,9 @@ class LinearRunner {
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
+  // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
+  // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
+  absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
   // Whether Run(w, m rows, n, k) with x_fp8 given would read those codes: fp8
   // weights, and a GEMM (m > kGemvMaxBatch) or a GEMV whose tuned choice
   // takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
@@ -68,10 +75,23 @@ class LinearRunner {
   // first) and bf16 x, and the quantization itself (see Fp8VariantFor).
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
+  // Times the wgmma FP8 linear against cuBLASLt for the fp8 matrices `mats`
+  // of shape [n, k] (every layer's copy: see WgmmaPath::Autotune) at the
+  // decode buckets up to max_m above kGemvMaxBatch; out_f32 and softcap as
+  // the real calls (the LM head). Not graph-safe: call before capture.
+  absl::Status AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
+                                float softcap, cudaStream_t stream);
+  // What an fp8 Run of w at m rows launches above the GEMV: a wgmma variant
+  // x splits, or "cuBLASLt" (logs, tests).
+  std::string Fp8GemmFor(const DeviceMatrix& w, int n, int k, int m) const { return wgmma_.Describe(w, n, k, m); }
+  // For tests and A/B runs: overrides GEMMA_FP8_WGMMA (kForce: wgmma
+  // wherever tuned, even where cuBLASLt measured faster).
+  void set_wgmma_preference(WgmmaPreference p) { wgmma_.set_preference(p); }
   int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
   // Autotune() calls answered from the cache, and the cache key of a shape.
-  int cache_hits() const { return cache_hits_; }
+  int cache_hits() const { return cache_hits_ + wgmma_.cache_hits(); }
   std::string GemvCacheKey(bool fp8, int n, int k, int batch) const;
+  std::string WgmmaCacheKey(int n, int k, int bucket) const { return wgmma_.CacheKey(n, k, bucket); }
   // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
   // and their times (empty when none), for the start-up log.
   std::string Fp8TuningSummary(int batch) const;
@@ -94,6 +114,8 @@ class LinearRunner {
   // default) when untuned.
   int Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const;
   absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
+  // cuBLASLt's FP8 GEMM and, unless it applied them, the scales (x_fp8 set).
+  absl::Status RunFp8Gemm(const LinearArgs& a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
   // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.
@@ -111,6 +133,8 @@ class LinearRunner {
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;
   int cache_hits_ = 0;
   bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
+  WgmmaPath wgmma_;
+  bool wgmma_failed_ = false;  // a wgmma launch was refused: logged once, cuBLASLt ran
 };
 
 }  // namespace gemma::cuda

@@ -30,15 +30,6 @@ bool OuterVecWanted(int m) {
   return m >= kOuterVecMinRows && (env == nullptr || std::string(env) != "0");
 }
 
-// Hopper's FP8 MMA accumulates in reduced precision unless the GEMM promotes
-// partial sums to fp32 every few k steps; "fast accumulation" skips the
-// promotion (as Transformer Engine does for forward GEMMs). On by default;
-// GEMMA_FP8_FAST_ACCUM=0 turns it off.
-bool FastAccumWanted() {
-  const char* env = std::getenv("GEMMA_FP8_FAST_ACCUM");
-  return env == nullptr || std::string(env) != "0";
-}
-
 // Sets A's and B's scale mode and pointers; false when this cuBLASLt rejects
 // the attributes (older versions do not know them).
 bool SetScaleMode(cublasLtMatmulDesc_t desc, cublasLtMatmulMatrixScale_t mode, const float* a_scale,
@@ -79,6 +70,15 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(void* workspace, size_t w
   g->autotune_ = autotune;
   g->tune_m_ = tune_m;
   return g;
+}
+
+// Hopper's FP8 MMA accumulates in reduced precision unless the GEMM promotes
+// partial sums to fp32 every few k steps; "fast accumulation" skips the
+// promotion (as Transformer Engine does for forward GEMMs). On by default;
+// GEMMA_FP8_FAST_ACCUM=0 turns it off.
+bool LtGemm::Fp8FastAccum() {
+  const char* env = std::getenv("GEMMA_FP8_FAST_ACCUM");
+  return env == nullptr || std::string(env) != "0";
 }
 
 LtGemm::~LtGemm() {
@@ -131,7 +131,7 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
   const cublasOperation_t trans = CUBLAS_OP_T;
   GEMMA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  if (fp8_inputs && FastAccumWanted()) {
+  if (fp8_inputs && Fp8FastAccum()) {
     const int8_t fast = 1;
     GEMMA_LT_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));

@@ -32,6 +32,10 @@ class LtGemm {
   // with GEMMA_FP8_OUTER_VEC=0.
   absl::StatusOr<bool> RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
                               void* out, bool out_f32, int m, int n, int k, cudaStream_t stream);
+  // Whether FP8 GEMMs use fast accumulation (no fp32 promotion of partial
+  // sums; GEMMA_FP8_FAST_ACCUM=0 turns it off): the accuracy the wgmma
+  // linear (wgmma_path.h) must match when it stands in for them.
+  static bool Fp8FastAccum();
 
  private:
   struct Plan;

@@ -1,0 +1,299 @@
+#include "engine/cuda/wgmma_path.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/cuda/launch_timer.h"
+#include "engine/cuda/linear.h"
+#include "engine/cuda/lt_gemm.h"
+#include "kernels/attention/autotune.h"
+#include "kernels/gemv/gemv.h"
+#include "kernels/gemv/wgmma_fp8.h"
+#include "kernels/init/random_init.h"
+#include "kernels/quant/fp8_quant.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma::cuda {
+namespace {
+
+// Launches per timing: at least this many, and one per matrix of the shape
+// up to kMaxReps (a sweep over every layer's copy, so the weights come from
+// HBM; 60 layers of the 31B: 60 launches).
+constexpr int kMinReps = 20;
+constexpr int kMaxReps = 64;
+
+int VariantByName(const std::string& name) {
+  for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+    if (name == kernels::WgmmaFp8VariantName(v)) return v;
+  }
+  return -1;
+}
+
+WgmmaPreference PreferenceFromEnv() {
+  const char* env = std::getenv("GEMMA_FP8_WGMMA");
+  if (env == nullptr) return WgmmaPreference::kMeasured;
+  const std::string v(env);
+  return v == "0" ? WgmmaPreference::kOff : v == "force" ? WgmmaPreference::kForce : WgmmaPreference::kMeasured;
+}
+
+}  // namespace
+
+std::string FormatWgmmaCacheEntry(const WgmmaChoice& c) {
+  return absl::StrCat(c.variant >= 0 ? kernels::WgmmaFp8VariantName(c.variant) : "-", " ", c.splits, " ",
+                      MsToNs(c.wgmma_ms), " ", MsToNs(c.cublaslt_ms));
+}
+
+std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum) {
+  const std::vector<std::string> f = absl::StrSplit(value, ' ', absl::SkipEmpty());
+  if (f.size() != 4) return std::nullopt;
+  WgmmaChoice c;
+  int64_t wgmma_ns = 0, cublaslt_ns = 0;
+  if (!absl::SimpleAtoi(f[1], &c.splits) || !absl::SimpleAtoi(f[2], &wgmma_ns) ||
+      !absl::SimpleAtoi(f[3], &cublaslt_ns) || wgmma_ns < 0 || cublaslt_ns < 0) {
+    return std::nullopt;
+  }
+  if (c.splits < 1 || c.splits > kernels::kWgmmaFp8MaxSplits) return std::nullopt;
+  c.wgmma_ms = NsToMs(wgmma_ns);
+  c.cublaslt_ms = NsToMs(cublaslt_ns);
+  if (f[0] == "-") return c;  // no candidate could run: cuBLASLt
+  c.variant = VariantByName(f[0]);
+  if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, bucket)) return std::nullopt;
+  if (!fast_accum && !kernels::WgmmaFp8VariantPromotes(c.variant)) return std::nullopt;
+  return c;
+}
+
+WgmmaPath::WgmmaPath() : preference_(PreferenceFromEnv()), fast_accum_(LtGemm::Fp8FastAccum()) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    num_sms_ = 0;  // no split candidates (see Autotune)
+  }
+}
+
+absl::Status WgmmaPath::Reserve(int max_n) {
+  if (preference_ == WgmmaPreference::kOff || max_n <= 0) return absl::OkStatus();
+  const int counters = kernels::WgmmaFp8RowTiles(-1, max_n);
+  const size_t floats = std::min(kMaxWorkspaceBytes / sizeof(float),
+                                 kernels::WgmmaFp8WorkspaceFloats(-1, max_n, kSplits[std::size(kSplits) - 1]));
+  if (counters <= num_counters_ && floats <= workspace_floats_) return absl::OkStatus();
+  GEMMA_STATUS_RETURN_IF_ERROR(workspace_.Allocate(floats * sizeof(float)));
+  GEMMA_STATUS_RETURN_IF_ERROR(counters_.Allocate(static_cast<size_t>(counters) * sizeof(int)));
+  // Every launch leaves the counters zero again; they start zero here.
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(counters_.get(), 0, counters_.bytes()));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  workspace_floats_ = floats;
+  num_counters_ = counters;
+  return absl::OkStatus();
+}
+
+std::vector<int> WgmmaPath::Buckets(int max_m) {
+  std::set<int> buckets;
+  for (int b : {16, 32, kMaxM}) {
+    const int capped = std::min(b, max_m);
+    if (capped > kernels::kGemvMaxBatch) buckets.insert(capped);
+  }
+  return {buckets.begin(), buckets.end()};
+}
+
+bool WgmmaPath::Fits(int variant, int n, int splits) const {
+  if (splits == 1) return true;
+  return kernels::WgmmaFp8WorkspaceFloats(variant, n, splits) <= workspace_floats_ &&
+         kernels::WgmmaFp8RowTiles(variant, n) <= num_counters_;
+}
+
+// The key names what the cached choice depends on besides the GPU: the
+// build's variants, the accumulation allowed, and the cuBLASLt it beat.
+std::string WgmmaPath::CacheKey(int n, int k, int bucket) const {
+  return kernels::attention::AutotuneCache::Key(
+      "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(),
+                                fast_accum_ ? "/fast" : "/fp32acc", "/lt", cublasLtGetVersion()));
+}
+
+bool WgmmaPath::Load(int n, int k, int bucket) {
+  auto& cache = kernels::attention::AutotuneCache::Get();
+  if (!cache.enabled()) return false;
+  const auto hit = cache.Lookup(CacheKey(n, k, bucket));
+  if (!hit) return false;
+  const std::optional<WgmmaChoice> c = ParseWgmmaCacheEntry(*hit, bucket, fast_accum_);
+  if (!c || (c->variant >= 0 && !Fits(c->variant, n, c->splits))) return false;
+  choices_[{n, k, bucket}] = *c;
+  ++cache_hits_;
+  return true;
+}
+
+void WgmmaPath::Store(int n, int k, int bucket) const {
+  auto& cache = kernels::attention::AutotuneCache::Get();
+  if (cache.enabled()) cache.Store(CacheKey(n, k, bucket), FormatWgmmaCacheEntry(choices_.at({n, k, bucket})));
+}
+
+absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
+                                 float softcap, const std::function<absl::Status(const LinearArgs&)>& cublaslt,
+                                 cudaStream_t stream) {
+  if (preference_ == WgmmaPreference::kOff || mats.empty()) return absl::OkStatus();
+  for (const DeviceMatrix& w : mats) {
+    if (!w.fp8() || w.wgmma == nullptr) return absl::InvalidArgumentError("wgmma autotune: fp8 matrices with descriptors only");
+  }
+  const std::vector<int> buckets = Buckets(max_m);
+  std::vector<int> untuned;
+  for (int b : buckets) {
+    if (!Load(n, k, b)) untuned.push_back(b);
+  }
+  if (!untuned.empty()) {
+    // x: random rows (zeros would flatter the kernels) quantized per token.
+    const int rows = untuned.back();
+    DeviceBuffer x, x8, xs, out;
+    GEMMA_STATUS_RETURN_IF_ERROR(x.Allocate(static_cast<size_t>(rows) * k * 2));
+    GEMMA_STATUS_RETURN_IF_ERROR(x8.Allocate(static_cast<size_t>(rows) * k));
+    GEMMA_STATUS_RETURN_IF_ERROR(xs.Allocate(static_cast<size_t>(rows) * sizeof(float)));
+    GEMMA_STATUS_RETURN_IF_ERROR(out.Allocate(static_cast<size_t>(rows) * n * (out_f32 ? 4 : 2)));
+    kernels::RandomFillParams rp;
+    rp.out_bf16 = x.get<__nv_bfloat16>();
+    rp.count = static_cast<int64_t>(rows) * k;
+    rp.stddev = 1.0f;
+    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
+    GEMMA_KERNEL_RETURN_IF_ERROR(
+        kernels::LaunchQuantizeRowsFp8({x.get<__nv_bfloat16>(), x8.get<uint8_t>(), xs.get<float>(), rows, k}, stream));
+    auto timer = LaunchTimer::Create();
+    if (!timer.ok()) return timer.status();
+    const int count = static_cast<int>(mats.size());
+    const int reps = std::clamp(count, kMinReps, kMaxReps);
+    const int k_tiles = (k + 127) / 128;
+    for (int bucket : untuned) {
+      LinearArgs a;
+      a.x_fp8 = x8.get<uint8_t>();
+      a.x_scale = xs.get<float>();
+      if (out_f32) {
+        a.out_f32 = out.get<float>();
+      } else {
+        a.out_bf16 = out.get<__nv_bfloat16>();
+      }
+      a.m = bucket;
+      a.n = n;
+      a.k = k;
+      a.softcap = softcap;
+      // Launch i of a sequence reads the i-th matrix (mod count).
+      auto time_cublaslt = [&] {
+        return (*timer)->MeanMs(
+            [&](int i) {
+              a.w = mats[i % count];
+              const absl::Status st = cublaslt(a);
+              return st.ok() ? std::string() : std::string(st.message());
+            },
+            reps, stream);
+      };
+      auto time_wgmma = [&](const WgmmaChoice& c) {
+        return (*timer)->MeanMs(
+            [&](int i) {
+              a.w = mats[i % count];
+              return Launch(a, c, stream);
+            },
+            reps, stream);
+      };
+      auto lt_ms = time_cublaslt();
+      if (!lt_ms.ok()) return lt_ms.status();
+      WgmmaChoice best;
+      float best_ms = 1e30f;
+      for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+        if (!kernels::WgmmaFp8VariantSupportsM(v, bucket)) continue;
+        if (!fast_accum_ && !kernels::WgmmaFp8VariantPromotes(v)) continue;
+        const int tiles = kernels::WgmmaFp8RowTiles(v, n);
+        for (int splits : kSplits) {
+          if (splits > 1 && (splits > k_tiles || tiles * splits > kMaxCtasPerSm * num_sms_ || !Fits(v, n, splits))) {
+            continue;
+          }
+          const WgmmaChoice c{v, splits, 0.0f, 0.0f};
+          auto ms = time_wgmma(c);
+          if (!ms.ok()) {
+            // A variant this GPU or driver cannot launch (rejected before
+            // any device work) is no candidate; a device fault is an error.
+            GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+            spdlog::debug("cuda: wgmma {} x{} on {}x{}: {}", kernels::WgmmaFp8VariantName(v), splits, n, k,
+                          ms.status().ToString());
+            continue;
+          }
+          if (*ms < best_ms) {
+            best_ms = *ms;
+            best = c;
+          }
+        }
+      }
+      // The fastest of many noisy timings is biased low: re-time it and
+      // cuBLASLt once more and decide on those.
+      if (best.variant >= 0) {
+        auto again = time_wgmma(best);
+        if (!again.ok()) return again.status();
+        best.wgmma_ms = RoundToNs(*again);
+        lt_ms = time_cublaslt();
+        if (!lt_ms.ok()) return lt_ms.status();
+      }
+      best.cublaslt_ms = RoundToNs(*lt_ms);
+      choices_[{n, k, bucket}] = best;
+      Store(n, k, bucket);
+    }
+  }
+  std::string line = absl::StrCat("cuda: fp8 ", n, " x ", k, " (", mats.size(), " matrices)");
+  for (int b : buckets) {
+    const WgmmaChoice& c = choices_.at({n, k, b});
+    const bool cached = std::find(untuned.begin(), untuned.end(), b) == untuned.end();
+    absl::StrAppend(&line, "; m", b, ": ");
+    if (c.variant >= 0) {
+      absl::StrAppend(&line, kernels::WgmmaFp8VariantName(c.variant), " x", c.splits, " ", c.wgmma_ms * 1e3f,
+                      " us vs ");
+    }
+    absl::StrAppend(&line, "cuBLASLt ", c.cublaslt_ms * 1e3f, " us -> ",
+                    c.variant >= 0 && c.wgmma_ms < c.cublaslt_ms ? "wgmma" : "cuBLASLt", cached ? " (cached)" : "");
+  }
+  spdlog::info("{}", line);
+  return absl::OkStatus();
+}
+
+const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int m) const {
+  if (preference_ == WgmmaPreference::kOff || w.wgmma == nullptr || m <= kernels::kGemvMaxBatch || m > kMaxM) {
+    return nullptr;
+  }
+  // The descriptor must describe this very matrix (a DeviceMatrix copied
+  // with another data pointer would otherwise read the wrong weights).
+  if (w.wgmma->w != w.e4m3() || w.wgmma->n != n || w.wgmma->k != k) return nullptr;
+  const auto it = choices_.lower_bound({n, k, m});  // the smallest tuned bucket >= m
+  if (it == choices_.end() || std::get<0>(it->first) != n || std::get<1>(it->first) != k) return nullptr;
+  const WgmmaChoice& c = it->second;
+  if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, m)) return nullptr;
+  return preference_ == WgmmaPreference::kForce || c.wgmma_ms < c.cublaslt_ms ? &c : nullptr;
+}
+
+std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream) {
+  kernels::WgmmaFp8Params p;
+  p.w = a.w.wgmma;
+  p.w_scale = a.w.row_scale;
+  p.x = a.x_fp8;
+  p.x_scale = a.x_scale;
+  p.out_bf16 = a.out_bf16;
+  p.out_f32 = a.out_f32;
+  p.n = a.n;
+  p.k = a.k;
+  p.m = a.m;
+  p.softcap = a.softcap;
+  p.variant = c.variant;
+  p.splits = c.splits;
+  if (c.splits > 1) {
+    if (!Fits(c.variant, a.n, c.splits)) return "wgmma_fp8: split-K scratch not reserved for this shape";
+    p.workspace = workspace_.get<float>();
+    p.counters = counters_.get<int>();
+  }
+  return kernels::LaunchWgmmaFp8(p, stream);
+}
+
+std::string WgmmaPath::Describe(const DeviceMatrix& w, int n, int k, int m) const {
+  const WgmmaChoice* c = ChoiceFor(w, n, k, m);
+  return c ? absl::StrCat(kernels::WgmmaFp8VariantName(c->variant), " x", c->splits) : "cuBLASLt";
+}
+
+}  // namespace gemma::cuda

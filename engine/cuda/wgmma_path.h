@@ -1,0 +1,136 @@
+// The wgmma FP8 linear (kernels/gemv/wgmma_fp8.h) inside LinearRunner: for
+// decode batches above the GEMV's (kGemvMaxBatch < m <= kMaxM) of fp8
+// matrices that carry a TMA descriptor (DeviceMatrix::wgmma), LinearRunner
+// launches it instead of cuBLASLt's FP8 GEMM (+ scale epilogue) where
+// start-up timing measured it faster. This object holds what that takes:
+// the split-K scratch (Reserve, once, before any graph capture), the
+// measured choice per (n, k, bucket) (also kept in the autotune cache file,
+// next to the GEMV's), and the launch.
+//
+// Why measured per shape and bucket, not assumed: the kernel streams the
+// weights at up to ~4 TB/s where cuBLASLt's skinny FP8 GEMMs reach ~2.4-2.75,
+// but which variant x K split gets there depends on the row tiles per SM of
+// each shape and on m; where no candidate beats cuBLASLt, cuBLASLt stays.
+// Batches between buckets (non-paged caches run every m) take the choice of
+// the next tuned bucket above them (its token tile covers them).
+//
+// GEMMA_FP8_WGMMA=0: off, cuBLASLt only and nothing tuned (A/B runs);
+// GEMMA_FP8_WGMMA=force: the fastest wgmma candidate wherever one was timed,
+// even where cuBLASLt measured faster (A/B of the kernel itself). With
+// GEMMA_FP8_FAST_ACCUM=0 only the variants that promote to fp32 compete (the
+// accuracy cuBLASLt then has). Thread-safety: owned by LinearRunner's thread.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/device_matrix.h"
+
+namespace gemma::cuda {
+
+struct LinearArgs;  // linear.h
+
+enum class WgmmaPreference {
+  kMeasured,  // the faster of wgmma and cuBLASLt, as timed
+  kOff,       // cuBLASLt only
+  kForce,     // wgmma wherever a candidate was timed (tests, A/B)
+};
+
+// One measured (n, k, bucket): the fastest wgmma variant x K split (variant
+// -1: no candidate could run) and cuBLASLt's time on the same launches.
+struct WgmmaChoice {
+  int variant = -1;
+  int splits = 1;
+  float wgmma_ms = 0.0f;
+  float cublaslt_ms = 0.0f;
+};
+
+// Cache line of a choice: "<variant name or -> <splits> <wgmma ns>
+// <cuBLASLt ns>" (whole nanoseconds, so a cached choice decides alike).
+std::string FormatWgmmaCacheEntry(const WgmmaChoice& c);
+// The choice in `value`; nullopt when malformed or naming what this build
+// would not run at `bucket` tokens: an unknown variant, one whose token tile
+// is narrower than the bucket, a tensor-core-accumulating ("wg-") one when
+// fast accumulation is off, splits outside 1..kWgmmaFp8MaxSplits, negative
+// times. (The scratch fit is the caller's check.)
+std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum);
+
+class WgmmaPath {
+ public:
+  static constexpr int kMaxM = 64;  // the largest decode bucket tuned
+  // Split-K partials: candidates needing more are skipped.
+  static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
+  // K splits tried, and at most this many CTAs per SM from them (more only
+  // queue behind each other and add fixup traffic).
+  static constexpr int kSplits[] = {1, 2, 3, 4, 6, 8};
+  static constexpr int kMaxCtasPerSm = 4;
+
+  WgmmaPath();  // reads GEMMA_FP8_WGMMA and GEMMA_FP8_FAST_ACCUM
+  WgmmaPreference preference() const { return preference_; }
+  // Tests and A/B runs; overrides GEMMA_FP8_WGMMA (kOff after tuning keeps
+  // the tuned choices for a later kMeasured).
+  void set_preference(WgmmaPreference p) { preference_ = p; }
+
+  // Split-K workspace (capped at kMaxWorkspaceBytes) and arrival counters
+  // for matrices of up to max_n rows, zeroed (synchronously: the engine's
+  // stream does not wait for the legacy stream). No-op when off or already
+  // that large. Without it only unsplit candidates run.
+  absl::Status Reserve(int max_n);
+
+  // The buckets tuned for decode batches of up to max_m: 16, 32, 64 capped
+  // at max_m, above kGemvMaxBatch (e.g. max_m 48: 16, 32, 48).
+  static std::vector<int> Buckets(int max_m);
+
+  // Times cuBLASLt's path (`cublaslt`: runs one LinearArgs with x_fp8 set)
+  // against every wgmma variant x split that can take each bucket, for the
+  // matrices `mats` of shape [n, k] (all with descriptors), and remembers
+  // the result (from the cache when there). Each timing is a launch
+  // sequence rotating through `mats`: pass every layer's matrix of the
+  // shape so the weights stream from HBM as in a decode step (a single
+  // matrix under ~50 MB stays in L2 and flatters both paths alike).
+  // Allocates scratch for the run: call at start-up, before capture. Logs
+  // one line per shape.
+  absl::Status Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32, float softcap,
+                        const std::function<absl::Status(const LinearArgs&)>& cublaslt, cudaStream_t stream);
+
+  // The choice Run takes for w [n, k] at m tokens: null for cuBLASLt (off,
+  // no descriptor, m outside (kGemvMaxBatch, kMaxM], untuned, or cuBLASLt
+  // measured faster).
+  const WgmmaChoice* ChoiceFor(const DeviceMatrix& w, int n, int k, int m) const;
+  // Launches c for a (a.x_fp8 and a.x_scale set); "" on success, else why
+  // not (nothing was launched when validation failed).
+  std::string Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream);
+  // "wgp-n16c2t1s6 x4" or "cuBLASLt": what Run takes (logs, tests).
+  std::string Describe(const DeviceMatrix& w, int n, int k, int m) const;
+
+  std::string CacheKey(int n, int k, int bucket) const;
+  int cache_hits() const { return cache_hits_; }
+
+ private:
+  // Whether the scratch holds a launch of `variant` x `splits` over n rows.
+  bool Fits(int variant, int n, int splits) const;
+  bool Load(int n, int k, int bucket);
+  void Store(int n, int k, int bucket) const;
+
+  WgmmaPreference preference_ = WgmmaPreference::kMeasured;
+  bool fast_accum_ = true;
+  int num_sms_ = 0;
+  DeviceBuffer workspace_;  // fp32 split-K partials
+  DeviceBuffer counters_;   // int per row tile, zero between launches
+  size_t workspace_floats_ = 0;
+  int num_counters_ = 0;
+  std::map<std::tuple<int, int, int>, WgmmaChoice> choices_;  // (n, k, bucket)
+  int cache_hits_ = 0;
+};
+
+}  // namespace gemma::cuda
