@@ -214,7 +214,11 @@ const kernels::WgmmaFp8Weights* DeviceWeights::MakeWgmmaMap(const uint8_t* w, in
 void DeviceWeights::AttachWgmmaMaps(const ModelConfig& c) {
   if (dtype_ != WeightDType::kFP8) return;
   const int h = c.hidden_size, inter = c.intermediate_size;
-  auto attach = [&](DeviceMatrix& m, int n, int k) { m.wgmma = MakeWgmmaMap(m.e4m3(), n, k); };
+  int built = 0;
+  auto attach = [&](DeviceMatrix& m, int n, int k) {
+    m.wgmma = MakeWgmmaMap(m.e4m3(), n, k);
+    built += m.wgmma != nullptr;
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     DeviceLayer& d = layers_[l];
     const int q_width = c.num_heads * c.layers[l].head_dim;
@@ -223,6 +227,7 @@ void DeviceWeights::AttachWgmmaMaps(const ModelConfig& c) {
     attach(d.gate_up, 2 * inter, h);
     attach(d.down_proj, h, inter);
   }
+  spdlog::info("cuda: wgmma TMA descriptors for {} of {} fp8 matrices", built, 4 * layers_.size());
 }
 
 DeviceMatrix DeviceWeights::BindMatrix(const MatrixOffsets& o) const {

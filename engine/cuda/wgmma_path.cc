@@ -81,8 +81,15 @@ WgmmaPath::WgmmaPath() : preference_(PreferenceFromEnv()), fast_accum_(LtGemm::F
 absl::Status WgmmaPath::Reserve(int max_n) {
   if (preference_ == WgmmaPreference::kOff || max_n <= 0) return absl::OkStatus();
   const int counters = kernels::WgmmaFp8RowTiles(-1, max_n);
-  const size_t floats = std::min(kMaxWorkspaceBytes / sizeof(float),
-                                 kernels::WgmmaFp8WorkspaceFloats(-1, max_n, kSplits[std::size(kSplits) - 1]));
+  // Autotune tries at most kMaxCtasPerSm CTAs per SM of split launches, so
+  // their partials never exceed that many CTAs' worth of the largest tile.
+  size_t per_cta = 0;
+  for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+    per_cta = std::max(per_cta, static_cast<size_t>(kernels::WgmmaFp8RowsPerCta(v)) * kernels::WgmmaFp8VariantMaxM(v));
+  }
+  const size_t floats =
+      std::min({kMaxWorkspaceBytes / sizeof(float), per_cta * kMaxCtasPerSm * static_cast<size_t>(num_sms_),
+                kernels::WgmmaFp8WorkspaceFloats(-1, max_n, kSplits[std::size(kSplits) - 1])});
   if (counters <= num_counters_ && floats <= workspace_floats_) return absl::OkStatus();
   GEMMA_STATUS_RETURN_IF_ERROR(workspace_.Allocate(floats * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(counters_.Allocate(static_cast<size_t>(counters) * sizeof(int)));
@@ -270,25 +277,23 @@ const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int
 }
 
 std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream) {
-  kernels::WgmmaFp8Params p;
-  p.w = a.w.wgmma;
-  p.w_scale = a.w.row_scale;
-  p.x = a.x_fp8;
-  p.x_scale = a.x_scale;
-  p.out_bf16 = a.out_bf16;
-  p.out_f32 = a.out_f32;
-  p.n = a.n;
-  p.k = a.k;
-  p.m = a.m;
-  p.softcap = a.softcap;
-  p.variant = c.variant;
-  p.splits = c.splits;
-  if (c.splits > 1) {
-    if (!Fits(c.variant, a.n, c.splits)) return "wgmma_fp8: split-K scratch not reserved for this shape";
-    p.workspace = workspace_.get<float>();
-    p.counters = counters_.get<int>();
-  }
-  return kernels::LaunchWgmmaFp8(p, stream);
+  const bool split = c.splits > 1;
+  if (split && !Fits(c.variant, a.n, c.splits)) return "wgmma_fp8: split-K scratch not reserved for this shape";
+  return kernels::LaunchWgmmaFp8({.w = a.w.wgmma,
+                                  .w_scale = a.w.row_scale,
+                                  .x = a.x_fp8,
+                                  .x_scale = a.x_scale,
+                                  .out_bf16 = a.out_bf16,
+                                  .out_f32 = a.out_f32,
+                                  .n = a.n,
+                                  .k = a.k,
+                                  .m = a.m,
+                                  .softcap = a.softcap,
+                                  .variant = c.variant,
+                                  .splits = c.splits,
+                                  .workspace = split ? workspace_.get<float>() : nullptr,
+                                  .counters = split ? counters_.get<int>() : nullptr},
+                                 stream);
 }
 
 std::string WgmmaPath::Describe(const DeviceMatrix& w, int n, int k, int m) const {

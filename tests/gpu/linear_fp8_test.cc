@@ -3,7 +3,10 @@
 // epilogue kernel) against a double reference computed from the E4M3 codes
 // and scales the device produced, and fp8 vs bf16 weights on the same
 // inputs (the quantization error itself, E4M3 with per-row/per-token scales),
-// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner.
+// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner;
+// the wgmma FP8 linear for decode batches 9..64 once tuned (forced, cached,
+// switched off), and its cache lines' validation (host only, runs without a
+// GPU).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +14,15 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/cuda/launch_timer.h"
 #include "engine/cuda/linear.h"
+#include "engine/cuda/wgmma_path.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/gemv/gemv_fp8.h"
+#include "kernels/gemv/wgmma_fp8.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
+#include "tests/gpu/fp8_test_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace gemma {
@@ -240,6 +247,211 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
     tune_and_run(&third, &hits, &key);
     EXPECT_EQ(hits, 0);
   }
+}
+
+// ---- the wgmma FP8 linear (decode batches 9..64) ----
+
+// An fp8 matrix with the TMA descriptor DeviceWeights gives it at load.
+struct WgmmaWeights {
+  WgmmaWeights(int n, int k) : n(n), k(k), m({n, k}, gpu_test::Rng()()) {
+    EXPECT_EQ(kernels::MakeWgmmaFp8Weights(m.w8.get(), n, k, &map), "");
+  }
+  cuda::DeviceMatrix matrix() const { return cuda::DeviceMatrix(m.w8.get(), m.ws.get(), &map); }
+  int n, k;
+  fp8_test::Fp8Matrix m;
+  kernels::WgmmaFp8Weights map;
+};
+
+// A runner with the fp8 and wgmma scratch for w at up to 64 rows, tuned
+// for w's shape (fp32 out + softcap when softcap > 0, as the LM head).
+std::unique_ptr<cuda::LinearRunner> TunedWgmmaRunner(const WgmmaWeights& w, float softcap) {
+  auto runner = cuda::LinearRunner::Create(false, 0);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  if (!runner.ok()) return nullptr;
+  EXPECT_TRUE((*runner)->ReserveFp8(64, w.k).ok());
+  EXPECT_TRUE((*runner)->ReserveWgmmaFp8(w.n).ok());
+  const cuda::DeviceMatrix mats[] = {w.matrix()};
+  const absl::Status st = (*runner)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, nullptr);
+  EXPECT_TRUE(st.ok()) << st;
+  return std::move(*runner);
+}
+
+// Runs w at m random rows (bf16 out, or fp32 with `softcap`) and checks the
+// sampled outputs against the double reference over the E4M3 codes, within
+// the cuBLASLt tolerance above. Returns the output's bytes.
+std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeights& w, int m, float softcap) {
+  const int n = w.n, k = w.k;
+  const bool f32 = softcap > 0.0f;
+  SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " f32=" << f32 << " kernel "
+                                  << runner.Fp8GemmFor(w.matrix(), n, k, m));
+  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
+  DeviceArray<__nv_bfloat16> x(xb);
+  DeviceArray<uint8_t> out(size_t(m) * n * (f32 ? 4 : 2));
+  out.Poison();
+  cuda::LinearArgs a;
+  a.w = w.matrix();
+  a.x = x.get();
+  a.out_bf16 = f32 ? nullptr : reinterpret_cast<__nv_bfloat16*>(out.get());
+  a.out_f32 = f32 ? reinterpret_cast<float*>(out.get()) : nullptr;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.softcap = softcap;
+  EXPECT_TRUE(runner.Run(a, nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint8_t> bytes = out.Download();
+  // The runner quantizes x with this kernel (checked against the host in
+  // gemv_fp8_test); the reference sums its codes in double.
+  DeviceArray<uint8_t> x8(size_t(m) * k);
+  DeviceArray<float> xs(m);
+  EXPECT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
+  const auto xc = x8.Download();
+  const auto xsc = xs.Download();
+  std::vector<double> ref, got;
+  for (int i = 0; i < m; i += std::max(1, m / 16)) {
+    for (int j = 0; j < n; j += std::max(1, n / 64)) {
+      double acc = 0;
+      for (int c = 0; c < k; ++c) {
+        acc += double(fp8_test::Decode(w.m.codes[size_t(j) * k + c])) * fp8_test::Decode(xc[size_t(i) * k + c]);
+      }
+      acc *= double(w.m.scales[j]) * xsc[i];
+      ref.push_back(f32 ? softcap * std::tanh(acc / softcap) : acc);
+      const size_t o = size_t(i) * n + j;
+      if (f32) {
+        float v;
+        std::memcpy(&v, bytes.data() + 4 * o, 4);
+        got.push_back(v);
+      } else {
+        __nv_bfloat16 v;
+        std::memcpy(&v, bytes.data() + 2 * o, 2);
+        got.push_back(gpu_test::ToF(v));
+      }
+    }
+  }
+  EXPECT_LT(gpu_test::RelErr(got, ref, 0, ref.size()), 8e-3);
+  return bytes;
+}
+
+// Tuned, then forced onto the wgmma choice (whatever cuBLASLt measured):
+// m = 16 and 64 are buckets, 40 takes the 64 bucket's choice. The o_proj
+// shape (42 row tiles: split-K candidates) with bf16 out, and an LM-head-like
+// one (rows not a multiple of a tile) with fp32 out and softcap.
+TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
+  GEMMA_REQUIRE_GPU();
+  for (const auto& [n, k, softcap] : {std::tuple{5376, 8192, 0.0f}, std::tuple{16400, 5376, 30.0f}}) {
+    const WgmmaWeights w(n, k);
+    auto runner = TunedWgmmaRunner(w, softcap);
+    ASSERT_NE(runner, nullptr);
+    for (int m : {16, 40, 64}) std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
+    runner->set_wgmma_preference(cuda::WgmmaPreference::kForce);
+    for (int m : {16, 40, 64}) {
+      EXPECT_NE(runner->Fp8GemmFor(w.matrix(), n, k, m), "cuBLASLt") << "m=" << m;
+      RunWgmmaChecked(*runner, w, m, softcap);
+    }
+    // Outside (kGemvMaxBatch, 64], and without a descriptor: never wgmma.
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 65), "cuBLASLt");
+    EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 16), "cuBLASLt");
+  }
+}
+
+// A second runner takes the tuned choices from the cache (one hit per
+// bucket) and computes the same bits; lines that name no runnable choice
+// are re-timed instead of launched.
+TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
+  GEMMA_REQUIRE_GPU();
+  if (!kernels::attention::AutotuneCache::Get().enabled()) GTEST_SKIP() << "GEMMA_AUTOTUNE=0";
+  // A shape no earlier run tuned.
+  const WgmmaWeights w(1040 + 16 * int(gpu_test::Rng()() % 4096), 528);
+  SCOPED_TRACE(testing::Message() << "n=" << w.n);
+  auto first = TunedWgmmaRunner(w, 0.0f);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->cache_hits(), 0);
+  first->set_wgmma_preference(cuda::WgmmaPreference::kForce);
+  auto second = TunedWgmmaRunner(w, 0.0f);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->cache_hits(), 3);
+  second->set_wgmma_preference(cuda::WgmmaPreference::kForce);
+  for (int m : {16, 32, 64}) {
+    EXPECT_EQ(first->Fp8GemmFor(w.matrix(), w.n, w.k, m), second->Fp8GemmFor(w.matrix(), w.n, w.k, m));
+  }
+  // Same input twice: RunWgmmaChecked draws x from a seeded stream.
+  const uint64_t seed = gpu_test::Rng()();
+  gpu_test::Rng().seed(seed);
+  const auto a = RunWgmmaChecked(*first, w, 40, 0.0f);
+  gpu_test::Rng().seed(seed);
+  const auto b = RunWgmmaChecked(*second, w, 40, 0.0f);
+  EXPECT_EQ(a, b);
+  for (int bucket : {16, 32, 64}) {
+    kernels::attention::AutotuneCache::Get().Store(first->WgmmaCacheKey(w.n, w.k, bucket), "junk");
+  }
+  auto third = TunedWgmmaRunner(w, 0.0f);
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(third->cache_hits(), 0);
+}
+
+// GEMMA_FP8_WGMMA=0: nothing tuned, cuBLASLt computes every batch.
+TEST(LinearFp8Test, WgmmaSwitchedOffKeepsCublasLt) {
+  GEMMA_REQUIRE_GPU();
+  setenv("GEMMA_FP8_WGMMA", "0", 1);
+  const WgmmaWeights w(1040, 528);
+  auto runner = TunedWgmmaRunner(w, 0.0f);
+  unsetenv("GEMMA_FP8_WGMMA");
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->cache_hits(), 0);
+  for (int m : {16, 40, 64}) {
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), w.n, w.k, m), "cuBLASLt");
+    RunWgmmaChecked(*runner, w, m, 0.0f);
+  }
+}
+
+// Host only: the cache line of a choice round-trips, and lines naming what
+// this build would not run at the bucket are rejected.
+TEST(LinearFp8Test, WgmmaCacheEntriesAreValidated) {
+  int promoted64 = -1, fast16 = -1, narrow16 = -1;
+  for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+    const int tile = kernels::WgmmaFp8VariantMaxM(v);
+    const bool promotes = kernels::WgmmaFp8VariantPromotes(v);
+    if (tile == 64 && promotes && promoted64 < 0) promoted64 = v;
+    if (tile >= 16 && !promotes && fast16 < 0) fast16 = v;
+    if (tile == 16 && narrow16 < 0) narrow16 = v;
+  }
+  ASSERT_GE(promoted64, 0);
+  ASSERT_GE(fast16, 0);
+  ASSERT_GE(narrow16, 0);
+  const cuda::WgmmaChoice c{promoted64, 4, cuda::RoundToNs(0.0123f), cuda::RoundToNs(0.02f)};
+  const std::string line = cuda::FormatWgmmaCacheEntry(c);
+  for (bool fast : {true, false}) {
+    const auto back = cuda::ParseWgmmaCacheEntry(line, 64, fast);
+    ASSERT_TRUE(back.has_value()) << line;
+    EXPECT_EQ(back->variant, c.variant);
+    EXPECT_EQ(back->splits, c.splits);
+    EXPECT_EQ(back->wgmma_ms, c.wgmma_ms);
+    EXPECT_EQ(back->cublaslt_ms, c.cublaslt_ms);
+  }
+  const auto none = cuda::ParseWgmmaCacheEntry("- 1 0 20000", 16, true);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->variant, -1);
+  const std::string fast_name = kernels::WgmmaFp8VariantName(fast16);
+  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 16, true).has_value());
+  const std::string narrow_name = kernels::WgmmaFp8VariantName(narrow16);
+  const std::string promoted_name = kernels::WgmmaFp8VariantName(promoted64);
+  for (const std::string& bad :
+       {std::string("junk"), promoted_name + " 4 100", promoted_name + " 4 100 200 7", std::string("nosuch-n16 1 100 200"),
+        promoted_name + " 0 100 200", promoted_name + " 17 100 200", promoted_name + " 4 -1 200",
+        promoted_name + " 4 100 -5", promoted_name + " x 100 200", narrow_name + " 1 100 200"}) {
+    EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(bad, 32, true).has_value()) << bad;
+  }
+  // Fast accumulation off: only the promoting variants.
+  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 16, false).has_value());
+}
+
+TEST(LinearFp8Test, WgmmaBucketsFollowTheDecodeBatches) {
+  using V = std::vector<int>;
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(64), (V{16, 32, 64}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(256), (V{16, 32, 64}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(48), (V{16, 32, 48}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(12), (V{12}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(kernels::kGemvMaxBatch), V{});
 }
 
 }  // namespace
