@@ -27,9 +27,9 @@
 #     scripts/gpu_serve_31b.sh 64                                 bf16 weights, for reference
 # Build first (here, not there):
 #   ninja -C build gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench
-#   scripts/device_bundle.sh .device/bundle build/bin/gpu_fp8_kernels_test build/bin/gemv-fp8-bench
+#   scripts/device_bundle.sh .device/bundle build/bin/{gpu_fp8_kernels_test,gemv-fp8-bench,gpu_fp8_quality_test,gemma-bench}
+# (44 MB), then
 #   BUNDLE=.device/bundle scripts/gpu_wgmma.sh            # stage kernel
-#   scripts/device_bundle.sh .device/bundle build/bin/gpu_fp8_quality_test build/bin/gemma-bench
 #   BUNDLE=.device/bundle scripts/gpu_wgmma.sh engine     # stage engine
 set -uo pipefail
 bundle=${BUNDLE:-.device/bundle}
