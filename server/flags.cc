@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "engine/factory/model_path.h"
+#include "engine/factory/weight_dtype_flags.h"
 #include "server/ops/ops_flags.h"
 
 namespace gemma::server {
@@ -67,17 +68,7 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
   app.add_flag("--random-weights", s.random_weights,
                "cuda: build the model of --model's config.json with deterministic random weights "
                "(benchmarks without a checkpoint; pair with --tokenizer)");
-  app.add_option_function<std::string>(
-         "--weights", [&s](const std::string& v) { s.weights = *ParseWeightDType("--weights", v); },
-         "cuda: linear layers in bf16, or fp8 (E4M3, per-channel scales; quantized at load time unless "
-         "the checkpoint is FP8 already)")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
-      ->default_str("bf16");
-  app.add_option_function<std::string>(
-         "--lm-head", [&s](const std::string& v) { s.lm_head = *ParseWeightDType("--lm-head", v); },
-         "cuda: the LM head in bf16, or fp8 (an E4M3 copy of the tied embedding; needs --weights fp8). "
-         "Default: the same as --weights")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
+  AddWeightDTypeFlags(app, &s.weights, &s.lm_head);
   app.add_option("--tokenizer", s.tokenizer_path,
                  "tokenizer.model to use instead of <model>/tokenizer.model")
       ->check(CLI::ExistingFile);

@@ -18,6 +18,7 @@
 #include "engine/core/engine.h"
 #include "engine/factory/backend_factory.h"
 #include "engine/factory/model_path.h"
+#include "engine/factory/weight_dtype_flags.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -80,15 +81,7 @@ int main(int argc, char** argv) {
   app.add_flag("--print-ids", f.print_ids, "Print only the generated ids, space-separated");
   app.add_flag("--stats", f.stats, "Print prefill/decode speed to stderr");
   app.add_option("--backend", f.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option_function<std::string>(
-         "--weights", [&f](const std::string& v) { f.weights = *gemma::ParseWeightDType("--weights", v); },
-         "cuda: linear layers in bf16 or fp8 (E4M3, per-channel scales)")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
-      ->default_str("bf16");
-  app.add_option_function<std::string>(
-         "--lm-head", [&f](const std::string& v) { f.lm_head = gemma::ParseWeightDType("--lm-head", v).value(); },
-         "cuda: LM head in bf16 or fp8 (needs --weights fp8); default: as --weights")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
+  gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
   app.add_option("--max-context", f.max_context, "Context length to reserve")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/bench/mean_launch_ms.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/gemv/wgmma_fp8.h"
@@ -46,20 +47,7 @@ bool EnvFlag(const char* name) {
 }
 
 double TimeUs(const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) launch();
-  constexpr int kReps = 20;
-  cudaEventRecord(a);
-  for (int i = 0; i < kReps; ++i) launch();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return 1e3 * ms / kReps;
+  return 1e3 * gemma::kernels::bench::MeanLaunchMs(launch, 3, 20);
 }
 
 struct Buffers {

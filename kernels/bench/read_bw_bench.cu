@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/bench/mean_launch_ms.h"
 #include "kernels/common/stream_load.cuh"
 
 namespace {
@@ -69,20 +70,7 @@ __global__ void Rows16Read(const uint4* __restrict__ p, int rows, int row_vecs) 
 
 template <typename F>
 double TimeMs(F launch) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  launch();
-  cudaEventRecord(a);
-  constexpr int kReps = 5;
-  for (int i = 0; i < kReps; ++i) launch();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / kReps;
+  return gemma::kernels::bench::MeanLaunchMs(launch, 1, 5);
 }
 
 }  // namespace

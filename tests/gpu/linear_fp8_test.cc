@@ -30,33 +30,41 @@ namespace {
 
 using gpu_test::DeviceArray;
 
+// Random bf16 weights [n, k] and their per-row E4M3 quantization.
+struct RandomFp8Weights {
+  RandomFp8Weights(int n, int k) : w(size_t(n) * k), w8(size_t(n) * k), ws(n) {
+    kernels::RandomFillParams rp;
+    rp.out_bf16 = w.get();
+    rp.count = int64_t(n) * k;
+    rp.seed = gpu_test::Rng()();
+    EXPECT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
+    EXPECT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
+  }
+  cuda::DeviceMatrix fp8() const { return cuda::DeviceMatrix(w8.get(), ws.get()); }
+  DeviceArray<__nv_bfloat16> w;
+  DeviceArray<uint8_t> w8;
+  DeviceArray<float> ws;
+};
+
 void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " outer_vec=" << outer_vec);
   setenv("GEMMA_FP8_OUTER_VEC", outer_vec ? "1" : "0", 1);
   auto runner = cuda::LinearRunner::Create(false, 0);
   ASSERT_TRUE(runner.ok()) << runner.status();
   ASSERT_TRUE((*runner)->ReserveFp8(m, k).ok());
-  DeviceArray<__nv_bfloat16> w(size_t(n) * k);
-  kernels::RandomFillParams rp;
-  rp.out_bf16 = w.get();
-  rp.count = int64_t(n) * k;
-  rp.seed = gpu_test::Rng()();
-  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
-  DeviceArray<uint8_t> w8(size_t(n) * k);
-  DeviceArray<float> ws(n);
-  ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
+  const RandomFp8Weights weights(n, k);
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb), out8(size_t(m) * n), out16(size_t(m) * n);
   out8.Poison();
   cuda::LinearArgs a;
-  a.w = cuda::DeviceMatrix(w8.get(), ws.get());
+  a.w = weights.fp8();
   a.x = x.get();
   a.out_bf16 = out8.get();
   a.m = m;
   a.n = n;
   a.k = k;
   ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
-  a.w = cuda::DeviceMatrix(w.get());
+  a.w = cuda::DeviceMatrix(weights.w.get());
   a.out_bf16 = out16.get();
   ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
   CUDA_OK(cudaDeviceSynchronize());
@@ -70,7 +78,7 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   // x already quantized by its producer: the runner reads the codes as given.
   DeviceArray<__nv_bfloat16> out_pre(size_t(m) * n);
   out_pre.Poison();
-  a.w = cuda::DeviceMatrix(w8.get(), ws.get());
+  a.w = weights.fp8();
   a.x = nullptr;
   a.x_fp8 = x8.get();
   a.x_scale = xs.get();
@@ -79,8 +87,8 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   CUDA_OK(cudaDeviceSynchronize());
   const auto got_pre = gpu_test::ToFloat(out_pre.Download());
   EXPECT_LT(gpu_test::RelErr(got_pre, got, 0, got.size()), 1e-6);
-  const auto wc = w8.Download(), xc = x8.Download();
-  const auto wsc = ws.Download(), xsc = xs.Download();
+  const auto wc = weights.w8.Download(), xc = x8.Download();
+  const auto wsc = weights.ws.Download(), xsc = xs.Download();
   std::vector<double> ref, out, out_bf16;
   for (int i = 0; i < m; i += std::max(1, m / 16)) {
     for (int j = 0; j < n; j += std::max(1, n / 64)) {
@@ -135,16 +143,8 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
   auto runner = cuda::LinearRunner::Create(false, 0);
   ASSERT_TRUE(runner.ok()) << runner.status();
   ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
-  DeviceArray<__nv_bfloat16> w(size_t(n) * k);
-  kernels::RandomFillParams rp;
-  rp.out_bf16 = w.get();
-  rp.count = int64_t(n) * k;
-  rp.seed = gpu_test::Rng()();
-  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
-  DeviceArray<uint8_t> w8(size_t(n) * k);
-  DeviceArray<float> ws(n);
-  ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
-  const cuda::DeviceMatrix wm(w8.get(), ws.get());
+  const RandomFp8Weights weights(n, k);
+  const cuda::DeviceMatrix wm = weights.fp8();
   for (int m : {1, 3}) {
     SCOPED_TRACE(testing::Message() << "m=" << m);
     const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
@@ -155,7 +155,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
     DeviceArray<uint8_t> x8(size_t(m) * k);
     DeviceArray<float> xs(m);
     ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
-    const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
+    const std::vector<double> ref = Fp8WeightsTimesBf16(weights.w8.Download(), weights.ws.Download(), xb, m, n, k);
     for (bool pre_quantized : {false, true}) {
       DeviceArray<__nv_bfloat16> out(size_t(m) * n);
       out.Poison();
@@ -188,20 +188,12 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   if (!kernels::attention::AutotuneCache::Get().enabled()) GTEST_SKIP() << "GEMMA_AUTOTUNE=0";
   const int n = 1040 + 16 * int(gpu_test::Rng()() % 4096), k = 528, m = 2;
   SCOPED_TRACE(testing::Message() << "n=" << n);
-  DeviceArray<__nv_bfloat16> w(size_t(n) * k);
-  kernels::RandomFillParams rp;
-  rp.out_bf16 = w.get();
-  rp.count = int64_t(n) * k;
-  rp.seed = gpu_test::Rng()();
-  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
-  DeviceArray<uint8_t> w8(size_t(n) * k);
-  DeviceArray<float> ws(n);
-  ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({w.get(), w8.get(), ws.get(), n, k}, nullptr), "");
-  const cuda::DeviceMatrix wm(w8.get(), ws.get());
+  const RandomFp8Weights weights(n, k);
+  const cuda::DeviceMatrix wm = weights.fp8();
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<float> scratch(size_t(m) * n);
-  const std::vector<double> ref = Fp8WeightsTimesBf16(w8.Download(), ws.Download(), xb, m, n, k);
+  const std::vector<double> ref = Fp8WeightsTimesBf16(weights.w8.Download(), weights.ws.Download(), xb, m, n, k);
   // Tunes (n, k, m) on a fresh runner; returns its output and cache hits.
   auto tune_and_run = [&](std::vector<__nv_bfloat16>* out_host, int* hits, std::string* key) {
     auto runner = cuda::LinearRunner::Create(false, 0);

@@ -19,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/factory/weight_dtype_flags.h"
 #include "engine/tools/bench/batch_decode.h"
 #include "engine/tools/bench/gemv_bench.h"
 #include "nlohmann/json.hpp"
@@ -121,14 +122,21 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
   return results;
 }
 
-// --batches: B sequences at once through the paged cache (batch_decode.h).
-int RunBatches(const Flags& f) {
+// What both modes ask of the backend: the model (or its config with random
+// weights) and the weights' dtypes.
+BackendOptions BaseOptions(const Flags& f) {
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
   o.random_weights = f.random_weights;
   o.weights = f.weights;
   o.lm_head = f.lm_head;
+  return o;
+}
+
+// --batches: B sequences at once through the paged cache (batch_decode.h).
+int RunBatches(const Flags& f) {
+  BackendOptions o = BaseOptions(f);
   o.max_slots = *std::max_element(f.batches.begin(), f.batches.end());
   o.max_context = *std::max_element(f.contexts.begin(), f.contexts.end()) + f.decode_tokens + 16;
   o.use_cuda_graphs = !f.no_graphs;
@@ -161,12 +169,7 @@ int RunBatches(const Flags& f) {
 int Run(const Flags& f) {
   if (f.no_autotune) setenv("GEMMA_AUTOTUNE", "0", 1);
   if (!f.batches.empty()) return RunBatches(f);
-  BackendOptions o;
-  o.backend = "cuda";
-  o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
-  o.random_weights = f.random_weights;
-  o.weights = f.weights;
-  o.lm_head = f.lm_head;
+  BackendOptions o = BaseOptions(f);
   o.max_slots = 1;
   o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
@@ -249,15 +252,7 @@ int main(int argc, char** argv) {
   auto* model = app.add_option("--model", f.model_dir, "model directory (config + safetensors)");
   auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
   app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
-  app.add_option_function<std::string>(
-         "--weights", [&f](const std::string& v) { f.weights = *gemma::ParseWeightDType("--weights", v); },
-         "linear layers in bf16 or fp8 (E4M3, per-channel scales)")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
-      ->default_str("bf16");
-  app.add_option_function<std::string>(
-         "--lm-head", [&f](const std::string& v) { f.lm_head = gemma::ParseWeightDType("--lm-head", v).value(); },
-         "cuda: LM head in bf16 or fp8 (needs --weights fp8); default: as --weights")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
+  gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
   app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");

@@ -1,0 +1,29 @@
+// The --weights and --lm-head flags, alike in every front end (gemma-serve,
+// gemma-generate, gemma-bench): CLI11 checks the value, ParseWeightDType
+// turns it into a WeightDType. Header-only: the factory library itself does
+// not depend on CLI11.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "engine/factory/backend_factory.h"
+
+namespace gemma {
+
+inline void AddWeightDTypeFlags(CLI::App& app, WeightDType* weights, std::optional<WeightDType>* lm_head) {
+  app.add_option_function<std::string>(
+         "--weights", [weights](const std::string& v) { *weights = *ParseWeightDType("--weights", v); },
+         "cuda: linear layers in bf16, or fp8 (E4M3, per-channel scales; quantized at load time unless "
+         "the checkpoint is FP8 already)")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->default_str("bf16");
+  app.add_option_function<std::string>(
+         "--lm-head", [lm_head](const std::string& v) { *lm_head = *ParseWeightDType("--lm-head", v); },
+         "cuda: the LM head in bf16, or fp8 (an E4M3 copy of the tied embedding; needs --weights fp8). "
+         "Default: the same as --weights")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+}
+
+}  // namespace gemma
