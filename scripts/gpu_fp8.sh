@@ -21,14 +21,7 @@ export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export GEMMA_TEST_DATA="$PWD/tests/data" GEMMA_MODELS_DIR="$PWD/models"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 
-run() {  # name timeout_s command...
-  local name=$1 limit=$2
-  shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "$name rc=$? $((SECONDS - start))s" >> "$out/status.txt"
-}
-: > "$out/status.txt"
+source "$(dirname "$0")/gpu_steps.sh"
 run gpu_fp8_kernels_test 120 "$bundle/bin/gpu_fp8_kernels_test" --gtest_brief=1 --gtest_filter=-WgmmaFp8Test.*
 run gpu_fp8_quality_test 120 "$bundle/bin/gpu_fp8_quality_test" --gtest_brief=1
 GEMMA_BENCH_NO_WGMMA=1 run gemv-fp8-bench 60 "$bundle/bin/gemv-fp8-bench"

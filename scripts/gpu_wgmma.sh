@@ -14,16 +14,17 @@
 #      L2), on the six 31B linears and the fp8 LM head; every candidate of
 #      5376 x 8192 (the o_proj, 42 row tiles: the split-K case)
 # Stage `engine`: the engine's use of it (engine/cuda/wgmma_path.h, fp8
-# decode batches 9..64):
+# decode batches 1..32 against the GEMV and cuBLASLt):
 #   1. LinearFp8Test.* (LinearRunner: wgmma after autotuning, forced, cached,
 #      switched off; the cuBLASLt paths as before)
-#   2. gemma-bench 31B fp8 batched decode, batches 16 and 64 at contexts 64
+#   2. gemma-bench 31B fp8 batched decode, batches 4, 16 and 64 at contexts 64
 #      and 2048: the measured choice (its start-up log lists wgmma vs
-#      cuBLASLt per shape and bucket), GEMMA_FP8_WGMMA=0 (cuBLASLt only), and
+#      the GEMV / cuBLASLt per shape and bucket), GEMMA_FP8_WGMMA=0 (GEMV and
+#      cuBLASLt only), and
 #      GEMMA_FP8_WGMMA=force (wgmma wherever tuned: the kernel end to end)
 #   Serving at concurrency 64 (a call each, ~10 minutes):
 #     WEIGHTS=fp8 scripts/gpu_serve_31b.sh 64                     fp8, measured choice
-#     WEIGHTS=fp8 GEMMA_FP8_WGMMA=0 scripts/gpu_serve_31b.sh 64   fp8, cuBLASLt only
+#     WEIGHTS=fp8 GEMMA_FP8_WGMMA=0 scripts/gpu_serve_31b.sh 64   fp8, GEMV / cuBLASLt only
 #     scripts/gpu_serve_31b.sh 64                                 bf16 weights, for reference
 # Build first (here, not there):
 #   ninja -C build gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench
@@ -38,14 +39,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 
-run() {  # name timeout_s command...
-  local name=$1 limit=$2
-  shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "$name rc=$? $((SECONDS - start))s" >> "$out/status.txt"
-}
-: > "$out/status.txt"
+source "$(dirname "$0")/gpu_steps.sh"
 
 if [[ "${1:-kernel}" == engine ]]; then
   export GEMMA_TEST_DATA="$PWD/tests/data" GEMMA_MODELS_DIR="$PWD/models"
@@ -53,7 +47,7 @@ if [[ "${1:-kernel}" == engine ]]; then
   # timed once (first run), the later runs take them.
   export GEMMA_AUTOTUNE_CACHE="$out/autotune_wgmma_engine.txt"
   run linear_fp8_test 150 "$bundle/bin/gpu_fp8_quality_test" --gtest_filter='LinearFp8Test.*'
-  bench=("$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 --batches 16,64
+  bench=("$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 --batches 4,16,64
          --contexts 64,2048 --decode-tokens 16)
   run bench_wgmma 150 "${bench[@]}"
   GEMMA_FP8_WGMMA=0 run bench_cublaslt 120 "${bench[@]}"
@@ -61,7 +55,7 @@ if [[ "${1:-kernel}" == engine ]]; then
   echo "==== GPU: $(tail -1 "$out/gpu.txt")"
   cat "$out/status.txt"
   grep -E '^\[  (PASSED|FAILED)|Failure|Expected|Which is|error|measured:' "$out/linear_fp8_test.log" | head -24
-  echo "==== wgmma vs cuBLASLt per shape and bucket (start-up of the first bench run)"
+  echo "==== wgmma vs GEMV / cuBLASLt per shape and bucket (start-up of the first bench run)"
   grep -hE 'cuda: fp8 [0-9]+ x [0-9]+ \(|wgmma' "$out/bench_wgmma.log" | sed -E 's/^\[[^]]*\] //' | head -20
   echo "==== gemma-bench 31B fp8 batched decode: measured | GEMMA_FP8_WGMMA=0 | force"
   for f in bench_wgmma bench_cublaslt bench_wgmma_force; do

@@ -193,14 +193,15 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
   return AutotuneWgmma();
 }
 
-// Decode batches above the GEMV's, fp8 matrices with a TMA descriptor:
-// the wgmma FP8 linear against cuBLASLt (wgmma_path.h), per shape over every
-// layer's copy of it (so the timed weights stream from HBM, as in a step).
+// Decode batches, fp8 matrices with a TMA descriptor: the wgmma FP8 linear
+// against the tuned GEMV (batches up to kGemvMaxBatch) and cuBLASLt (above)
+// (wgmma_path.h), per shape over every layer's copy of it (so the timed
+// weights stream from HBM, as in a step).
 // Its scratch is reserved here, before the paged pool takes what is left.
 // A tuning failure that leaves the device usable only costs the wgmma path.
 absl::Status CudaBackend::Impl::AutotuneWgmma() {
   const int max_m = std::min(options.max_slots, chunk_tokens);
-  if (weights->dtype() != WeightDType::kFP8 || max_m <= kernels::kGemvMaxBatch) return absl::OkStatus();
+  if (weights->dtype() != WeightDType::kFP8) return absl::OkStatus();
   // (n, k, LM head) -> the matrices of that shape.
   std::map<std::tuple<int, int, bool>, std::vector<cuda::DeviceMatrix>> groups;
   const auto mats = LinearMatrices();
@@ -220,8 +221,7 @@ absl::Status CudaBackend::Impl::AutotuneWgmma() {
   }
   if (st.ok()) return absl::OkStatus();
   GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal
-  spdlog::warn("cuda: wgmma fp8 tuning failed ({}): fp8 decode batches above {} run cuBLASLt", st.ToString(),
-               kernels::kGemvMaxBatch);
+  spdlog::warn("cuda: wgmma fp8 tuning failed ({}): fp8 decode runs the GEMV and cuBLASLt", st.ToString());
   linear->set_wgmma_preference(cuda::WgmmaPreference::kOff);
   return absl::OkStatus();
 }

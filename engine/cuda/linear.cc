@@ -68,7 +68,7 @@ int LinearRunner::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_
 
 bool LinearRunner::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
   if (!w.fp8()) return false;
-  if (m > kernels::kGemvMaxBatch) return true;
+  if (m > kernels::kGemvMaxBatch || wgmma_.ChoiceFor(w, n, k, m) != nullptr) return true;
   return !kernels::GemvFp8VariantTakesBf16(Fp8VariantFor(n, k, m, true, true));
 }
 
@@ -130,20 +130,25 @@ absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
 }
 
 absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
+  if (const WgmmaChoice* c = wgmma_.ChoiceFor(a.w, a.n, a.k, a.m)) {
+    GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
+    const std::string err = wgmma_.Launch(a, *c, stream);
+    if (err.empty()) return absl::OkStatus();
+    // Refused before any device work (e.g. an unaligned x_fp8): the GEMV or
+    // cuBLASLt computes it instead; a request never fails for the wgmma path.
+    if (!wgmma_failed_) spdlog::warn("cuda: wgmma fp8 {}x{}x{}: {}; the baseline instead", a.m, a.n, a.k, err);
+    wgmma_failed_ = true;
+  }
+  return RunFp8Baseline(a, stream);
+}
+
+absl::Status LinearRunner::RunFp8Baseline(LinearArgs a, cudaStream_t stream) {
   if (a.m <= kernels::kGemvMaxBatch) {
     const int variant = Fp8VariantFor(a.n, a.k, a.m, a.x_fp8 != nullptr, a.x != nullptr);
     if (!kernels::GemvFp8VariantTakesBf16(variant)) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
     return KernelStatus(LaunchGemvVariant(a, variant, stream));
   }
   GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
-  if (const WgmmaChoice* c = wgmma_.ChoiceFor(a.w, a.n, a.k, a.m)) {
-    const std::string err = wgmma_.Launch(a, *c, stream);
-    if (err.empty()) return absl::OkStatus();
-    // Refused before any device work (e.g. an unaligned x_fp8): cuBLASLt
-    // computes it instead; a request never fails for the wgmma path.
-    if (!wgmma_failed_) spdlog::warn("cuda: wgmma fp8 {}x{}x{}: {}; cuBLASLt instead", a.m, a.n, a.k, err);
-    wgmma_failed_ = true;
-  }
   return RunFp8Gemm(a, stream);
 }
 
@@ -298,7 +303,7 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
 absl::Status LinearRunner::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
                                             bool out_f32, float softcap, cudaStream_t stream) {
   return wgmma_.Autotune(mats, n, k, max_m, out_f32, softcap,
-                         [&](const LinearArgs& a) { return RunFp8Gemm(a, stream); }, stream);
+                         [&](const LinearArgs& a) { return RunFp8Baseline(a, stream); }, stream);
 }
 
 std::string LinearRunner::Fp8TuningSummary(int batch) const {

@@ -1,9 +1,9 @@
 // y[m, n] = x[m, k] . w[n, k]^T for weights in nn.Linear layout, bf16 or FP8
 // E4M3 with per-row scales. Up to kGemvMaxBatch rows run the bandwidth-bound
 // GEMV kernel (decode); more rows run a cuBLASLt GEMM with fp32 accumulation
-// (prefill). Fp8 decode batches above kGemvMaxBatch (up to
-// WgmmaPath::kMaxM) run the wgmma FP8 linear instead of cuBLASLt where
-// AutotuneWgmmaFp8 measured it faster (wgmma_path.h). For fp8 weights x is first quantized to E4M3 per token (one
+// (prefill). Fp8 decode batches up to WgmmaPath::kMaxM run the wgmma FP8
+// linear instead of the GEMV / cuBLASLt where AutotuneWgmmaFp8 measured it
+// faster (wgmma_path.h). For fp8 weights x is first quantized to E4M3 per token (one
 // scale per row, like vLLM's dynamic FP8), into buffers sized by
 // ReserveFp8(), unless the caller passes x already quantized (x_fp8,
 // x_scale); the scales are applied in the GEMV's store, or by cuBLASLt
@@ -58,8 +58,8 @@ class LinearRunner {
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
   // Whether Run(w, m rows, n, k) with x_fp8 given would read those codes: fp8
-  // weights, and a GEMM (m > kGemvMaxBatch) or a GEMV whose tuned choice
-  // takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
+  // weights, and a GEMM (m > kGemvMaxBatch), the wgmma linear, or a GEMV
+  // whose tuned choice takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
   // asks first, so it skips the codes the a16 GEMVs would not read.
   bool TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const;
 
@@ -75,17 +75,19 @@ class LinearRunner {
   // first) and bf16 x, and the quantization itself (see Fp8VariantFor).
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
-  // Times the wgmma FP8 linear against cuBLASLt for the fp8 matrices `mats`
-  // of shape [n, k] (every layer's copy: see WgmmaPath::Autotune) at the
-  // decode buckets up to max_m above kGemvMaxBatch; out_f32 and softcap as
-  // the real calls (the LM head). Not graph-safe: call before capture.
+  // Times the wgmma FP8 linear against the tuned GEMV (batches up to
+  // kGemvMaxBatch; call after Autotune) and cuBLASLt (above) for the fp8
+  // matrices `mats` of shape [n, k] (every layer's copy: see
+  // WgmmaPath::Autotune) at the decode buckets up to max_m; out_f32 and
+  // softcap as the real calls (the LM head). Not graph-safe: call before
+  // capture.
   absl::Status AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
                                 float softcap, cudaStream_t stream);
-  // What an fp8 Run of w at m rows launches above the GEMV: a wgmma variant
-  // x splits, or "cuBLASLt" (logs, tests).
+  // What an fp8 Run of w at m rows launches: a wgmma variant x splits,
+  // "GEMV" or "cuBLASLt" (logs, tests).
   std::string Fp8GemmFor(const DeviceMatrix& w, int n, int k, int m) const { return wgmma_.Describe(w, n, k, m); }
   // For tests and A/B runs: overrides GEMMA_FP8_WGMMA (kForce: wgmma
-  // wherever tuned, even where cuBLASLt measured faster).
+  // wherever tuned, even where the GEMV / cuBLASLt measured faster).
   void set_wgmma_preference(WgmmaPreference p) { wgmma_.set_preference(p); }
   int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
   // Autotune() calls answered from the cache, and the cache key of a shape.
@@ -114,6 +116,9 @@ class LinearRunner {
   // default) when untuned.
   int Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const;
   absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
+  // What RunFp8 launches without the wgmma path: the tuned fp8 GEMV at
+  // m <= kGemvMaxBatch, else cuBLASLt (x quantized first unless given).
+  absl::Status RunFp8Baseline(LinearArgs a, cudaStream_t stream);
   // cuBLASLt's FP8 GEMM and, unless it applied them, the scales (x_fp8 set).
   absl::Status RunFp8Gemm(const LinearArgs& a, cudaStream_t stream);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place

@@ -15,6 +15,7 @@
 #include "engine/cuda/lt_gemm.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/gemv/gemv.h"
+#include "kernels/gemv/gemv_fp8.h"
 #include "kernels/gemv/wgmma_fp8.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/fp8_quant.h"
@@ -47,22 +48,22 @@ WgmmaPreference PreferenceFromEnv() {
 
 std::string FormatWgmmaCacheEntry(const WgmmaChoice& c) {
   return absl::StrCat(c.variant >= 0 ? kernels::WgmmaFp8VariantName(c.variant) : "-", " ", c.splits, " ",
-                      MsToNs(c.wgmma_ms), " ", MsToNs(c.cublaslt_ms));
+                      MsToNs(c.wgmma_ms), " ", MsToNs(c.baseline_ms));
 }
 
 std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum) {
   const std::vector<std::string> f = absl::StrSplit(value, ' ', absl::SkipEmpty());
   if (f.size() != 4) return std::nullopt;
   WgmmaChoice c;
-  int64_t wgmma_ns = 0, cublaslt_ns = 0;
+  int64_t wgmma_ns = 0, baseline_ns = 0;
   if (!absl::SimpleAtoi(f[1], &c.splits) || !absl::SimpleAtoi(f[2], &wgmma_ns) ||
-      !absl::SimpleAtoi(f[3], &cublaslt_ns) || wgmma_ns < 0 || cublaslt_ns < 0) {
+      !absl::SimpleAtoi(f[3], &baseline_ns) || wgmma_ns < 0 || baseline_ns < 0) {
     return std::nullopt;
   }
   if (c.splits < 1 || c.splits > kernels::kWgmmaFp8MaxSplits) return std::nullopt;
   c.wgmma_ms = NsToMs(wgmma_ns);
-  c.cublaslt_ms = NsToMs(cublaslt_ns);
-  if (f[0] == "-") return c;  // no candidate could run: cuBLASLt
+  c.baseline_ms = NsToMs(baseline_ns);
+  if (f[0] == "-") return c;  // no candidate could run: the baseline
   c.variant = VariantByName(f[0]);
   if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, bucket)) return std::nullopt;
   if (!fast_accum && !kernels::WgmmaFp8VariantPromotes(c.variant)) return std::nullopt;
@@ -103,7 +104,8 @@ absl::Status WgmmaPath::Reserve(int max_n) {
 
 std::vector<int> WgmmaPath::Buckets(int max_m) {
   std::set<int> buckets;
-  for (int b : {16, 32, kMaxM}) {
+  for (int b = 1; b <= std::min(max_m, kernels::kGemvMaxBatch); ++b) buckets.insert(b);
+  for (int b : {16, kMaxM}) {
     const int capped = std::min(b, max_m);
     if (capped > kernels::kGemvMaxBatch) buckets.insert(capped);
   }
@@ -117,11 +119,15 @@ bool WgmmaPath::Fits(int variant, int n, int splits) const {
 }
 
 // The key names what the cached choice depends on besides the GPU: the
-// build's variants, the accumulation allowed, and the cuBLASLt it beat.
+// build's variants, the accumulation allowed, and the baseline it was timed
+// against (the build's GEMV tilings, or the cuBLASLt version).
 std::string WgmmaPath::CacheKey(int n, int k, int bucket) const {
+  const std::string baseline = bucket <= kernels::kGemvMaxBatch
+                                   ? absl::StrCat("/gemv", kernels::NumGemvFp8Variants())
+                                   : absl::StrCat("/lt", cublasLtGetVersion());
   return kernels::attention::AutotuneCache::Key(
       "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(),
-                                fast_accum_ ? "/fast" : "/fp32acc", "/lt", cublasLtGetVersion()));
+                                fast_accum_ ? "/fast" : "/fp32acc", baseline));
 }
 
 bool WgmmaPath::Load(int n, int k, int bucket) {
@@ -142,7 +148,7 @@ void WgmmaPath::Store(int n, int k, int bucket) const {
 }
 
 absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
-                                 float softcap, const std::function<absl::Status(const LinearArgs&)>& cublaslt,
+                                 float softcap, const std::function<absl::Status(const LinearArgs&)>& baseline,
                                  cudaStream_t stream) {
   if (preference_ == WgmmaPreference::kOff || mats.empty()) return absl::OkStatus();
   for (const DeviceMatrix& w : mats) {
@@ -173,8 +179,13 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
     const int count = static_cast<int>(mats.size());
     const int reps = std::clamp(count, kMinReps, kMaxReps);
     const int k_tiles = (k + 127) / 128;
+    // The best 16-token candidate of the first GEMV bucket timed: the same
+    // launches serve every GEMV batch (re-timed per batch below).
+    WgmmaChoice gemv_bucket_best;
     for (int bucket : untuned) {
+      const bool gemv_bucket = bucket <= kernels::kGemvMaxBatch;
       LinearArgs a;
+      a.x = x.get<__nv_bfloat16>();  // the a16 GEMVs read bf16 x
       a.x_fp8 = x8.get<uint8_t>();
       a.x_scale = xs.get<float>();
       if (out_f32) {
@@ -187,11 +198,11 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       a.k = k;
       a.softcap = softcap;
       // Launch i of a sequence reads the i-th matrix (mod count).
-      auto time_cublaslt = [&] {
+      auto time_baseline = [&] {
         return (*timer)->MeanMs(
             [&](int i) {
               a.w = mats[i % count];
-              const absl::Status st = cublaslt(a);
+              const absl::Status st = baseline(a);
               return st.ok() ? std::string() : std::string(st.message());
             },
             reps, stream);
@@ -204,11 +215,14 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
             },
             reps, stream);
       };
-      auto lt_ms = time_cublaslt();
-      if (!lt_ms.ok()) return lt_ms.status();
-      WgmmaChoice best;
+      auto base_ms = time_baseline();
+      if (!base_ms.ok()) return base_ms.status();
+      WgmmaChoice best = gemv_bucket ? gemv_bucket_best : WgmmaChoice{};
       float best_ms = 1e30f;
       for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+        if (gemv_bucket && (gemv_bucket_best.variant >= 0 || kernels::WgmmaFp8VariantMaxM(v) != kGemvBucketTile)) {
+          continue;
+        }
         if (!kernels::WgmmaFp8VariantSupportsM(v, bucket)) continue;
         if (!fast_accum_ && !kernels::WgmmaFp8VariantPromotes(v)) continue;
         const int tiles = kernels::WgmmaFp8RowTiles(v, n);
@@ -232,16 +246,17 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
           }
         }
       }
+      if (gemv_bucket && gemv_bucket_best.variant < 0) gemv_bucket_best = best;
       // The fastest of many noisy timings is biased low: re-time it and
-      // cuBLASLt once more and decide on those.
+      // the baseline once more and decide on those.
       if (best.variant >= 0) {
         auto again = time_wgmma(best);
         if (!again.ok()) return again.status();
         best.wgmma_ms = RoundToNs(*again);
-        lt_ms = time_cublaslt();
-        if (!lt_ms.ok()) return lt_ms.status();
+        base_ms = time_baseline();
+        if (!base_ms.ok()) return base_ms.status();
       }
-      best.cublaslt_ms = RoundToNs(*lt_ms);
+      best.baseline_ms = RoundToNs(*base_ms);
       choices_[{n, k, bucket}] = best;
       Store(n, k, bucket);
     }
@@ -255,25 +270,26 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       absl::StrAppend(&line, kernels::WgmmaFp8VariantName(c.variant), " x", c.splits, " ", c.wgmma_ms * 1e3f,
                       " us vs ");
     }
-    absl::StrAppend(&line, "cuBLASLt ", c.cublaslt_ms * 1e3f, " us -> ",
-                    c.variant >= 0 && c.wgmma_ms < c.cublaslt_ms ? "wgmma" : "cuBLASLt", cached ? " (cached)" : "");
+    const char* base = b <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt";
+    absl::StrAppend(&line, base, " ", c.baseline_ms * 1e3f, " us -> ",
+                    c.variant >= 0 && c.wgmma_ms < c.baseline_ms ? "wgmma" : base, cached ? " (cached)" : "");
   }
   spdlog::info("{}", line);
   return absl::OkStatus();
 }
 
 const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int m) const {
-  if (preference_ == WgmmaPreference::kOff || w.wgmma == nullptr || m <= kernels::kGemvMaxBatch || m > kMaxM) {
-    return nullptr;
-  }
+  if (preference_ == WgmmaPreference::kOff || w.wgmma == nullptr || m < 1 || m > kMaxM) return nullptr;
   // The descriptor must describe this very matrix (a DeviceMatrix copied
   // with another data pointer would otherwise read the wrong weights).
   if (w.wgmma->w != w.e4m3() || w.wgmma->n != n || w.wgmma->k != k) return nullptr;
-  const auto it = choices_.lower_bound({n, k, m});  // the smallest tuned bucket >= m
+  // A GEMV batch takes its own bucket only (its baseline was that batch's
+  // GEMV); above, the smallest tuned bucket >= m.
+  const auto it = m <= kernels::kGemvMaxBatch ? choices_.find({n, k, m}) : choices_.lower_bound({n, k, m});
   if (it == choices_.end() || std::get<0>(it->first) != n || std::get<1>(it->first) != k) return nullptr;
   const WgmmaChoice& c = it->second;
   if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, m)) return nullptr;
-  return preference_ == WgmmaPreference::kForce || c.wgmma_ms < c.cublaslt_ms ? &c : nullptr;
+  return preference_ == WgmmaPreference::kForce || c.wgmma_ms < c.baseline_ms ? &c : nullptr;
 }
 
 std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream) {
@@ -298,7 +314,8 @@ std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStr
 
 std::string WgmmaPath::Describe(const DeviceMatrix& w, int n, int k, int m) const {
   const WgmmaChoice* c = ChoiceFor(w, n, k, m);
-  return c ? absl::StrCat(kernels::WgmmaFp8VariantName(c->variant), " x", c->splits) : "cuBLASLt";
+  if (c) return absl::StrCat(kernels::WgmmaFp8VariantName(c->variant), " x", c->splits);
+  return m <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt";
 }
 
 }  // namespace gemma::cuda

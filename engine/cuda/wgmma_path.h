@@ -1,22 +1,25 @@
 // The wgmma FP8 linear (kernels/gemv/wgmma_fp8.h) inside LinearRunner: for
-// decode batches above the GEMV's (kGemvMaxBatch < m <= kMaxM) of fp8
-// matrices that carry a TMA descriptor (DeviceMatrix::wgmma), LinearRunner
-// launches it instead of cuBLASLt's FP8 GEMM (+ scale epilogue) where
-// start-up timing measured it faster. This object holds what that takes:
+// decode batches of up to kMaxM tokens of fp8 matrices that carry a TMA
+// descriptor (DeviceMatrix::wgmma), LinearRunner launches it instead of what
+// it would run otherwise — the fp8 GEMV at m <= kGemvMaxBatch, cuBLASLt's FP8
+// GEMM (+ scale epilogue) above — where start-up timing measured it faster. This object holds what that takes:
 // the split-K scratch (Reserve, once, before any graph capture), the
 // measured choice per (n, k, bucket) (also kept in the autotune cache file,
 // next to the GEMV's), and the launch.
 //
 // Why measured per shape and bucket, not assumed: the kernel streams the
 // weights at up to ~4 TB/s where cuBLASLt's skinny FP8 GEMMs reach ~2.4-2.75,
-// but which variant x K split gets there depends on the row tiles per SM of
-// each shape and on m; where no candidate beats cuBLASLt, cuBLASLt stays.
-// Batches between buckets (non-paged caches run every m) take the choice of
-// the next tuned bucket above them (its token tile covers them).
+// and its TMA ring beats the GEMV's per-thread loads on the tall matrices
+// (QKV, gate/up) even at one token, but which variant x K split gets there
+// depends on the row tiles per SM of each shape and on m; where no candidate
+// beats the baseline (the GEMV or cuBLASLt), the baseline stays. Every GEMV
+// batch (1..kGemvMaxBatch) is its own bucket (the GEMV's time grows with m,
+// the 16-token wgmma's does not); above, batches between buckets take the
+// choice of the next tuned bucket above them (its token tile covers them).
 //
-// GEMMA_FP8_WGMMA=0: off, cuBLASLt only and nothing tuned (A/B runs);
+// GEMMA_FP8_WGMMA=0: off, GEMV / cuBLASLt only and nothing tuned (A/B runs);
 // GEMMA_FP8_WGMMA=force: the fastest wgmma candidate wherever one was timed,
-// even where cuBLASLt measured faster (A/B of the kernel itself). With
+// even where the baseline measured faster (A/B of the kernel itself). With
 // GEMMA_FP8_FAST_ACCUM=0 only the variants that promote to fp32 compete (the
 // accuracy cuBLASLt then has). Thread-safety: owned by LinearRunner's thread.
 #pragma once
@@ -41,22 +44,23 @@ namespace gemma::cuda {
 struct LinearArgs;  // linear.h
 
 enum class WgmmaPreference {
-  kMeasured,  // the faster of wgmma and cuBLASLt, as timed
-  kOff,       // cuBLASLt only
+  kMeasured,  // the faster of wgmma and the baseline, as timed
+  kOff,       // the baseline only (GEMV / cuBLASLt)
   kForce,     // wgmma wherever a candidate was timed (tests, A/B)
 };
 
 // One measured (n, k, bucket): the fastest wgmma variant x K split (variant
-// -1: no candidate could run) and cuBLASLt's time on the same launches.
+// -1: no candidate could run) and the baseline's time on the same launches
+// (the fp8 GEMV's at buckets up to kGemvMaxBatch, else cuBLASLt's).
 struct WgmmaChoice {
   int variant = -1;
   int splits = 1;
   float wgmma_ms = 0.0f;
-  float cublaslt_ms = 0.0f;
+  float baseline_ms = 0.0f;
 };
 
 // Cache line of a choice: "<variant name or -> <splits> <wgmma ns>
-// <cuBLASLt ns>" (whole nanoseconds, so a cached choice decides alike).
+// <baseline ns>" (whole nanoseconds, so a cached choice decides alike).
 std::string FormatWgmmaCacheEntry(const WgmmaChoice& c);
 // The choice in `value`; nullopt when malformed or naming what this build
 // would not run at `bucket` tokens: an unknown variant, one whose token tile
@@ -67,7 +71,14 @@ std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bu
 
 class WgmmaPath {
  public:
-  static constexpr int kMaxM = 64;  // the largest decode bucket tuned
+  // The largest decode bucket tuned. Not 64: at 64 tokens the tuned choice
+  // beat cuBLASLt in isolation (QKV, gate/up, LM head) yet made whole
+  // decode steps ~0.65 ms slower (H200, 31B, batch 64, contexts 64 and
+  // 2048; equal at 32, 8-13 % faster at 4-16). Batches above run cuBLASLt.
+  static constexpr int kMaxM = 32;
+  // At GEMV batches only the narrowest token tile competes (wider ones only
+  // multiply zero rows).
+  static constexpr int kGemvBucketTile = 16;
   // Split-K partials: candidates needing more are skipped.
   static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
   // K splits tried, and at most this many CTAs per SM from them (more only
@@ -87,30 +98,33 @@ class WgmmaPath {
   // that large. Without it only unsplit candidates run.
   absl::Status Reserve(int max_n);
 
-  // The buckets tuned for decode batches of up to max_m: 16, 32, 64 capped
-  // at max_m, above kGemvMaxBatch (e.g. max_m 48: 16, 32, 48).
+  // The buckets tuned for decode batches of up to max_m: every batch
+  // 1..kGemvMaxBatch, then 16 and 32 capped at max_m (e.g. max_m 20:
+  // 1..8, 16, 20).
   static std::vector<int> Buckets(int max_m);
 
-  // Times cuBLASLt's path (`cublaslt`: runs one LinearArgs with x_fp8 set)
-  // against every wgmma variant x split that can take each bucket, for the
-  // matrices `mats` of shape [n, k] (all with descriptors), and remembers
-  // the result (from the cache when there). Each timing is a launch
+  // Times the baseline (`baseline`: runs one LinearArgs, x and x_fp8 both
+  // set, as LinearRunner would without wgmma) against every wgmma variant x
+  // split that can take each bucket (16-token tiles only at GEMV batches:
+  // searched once, then re-timed per batch), for the matrices `mats` of
+  // shape [n, k] (all with descriptors), and remembers the result (from the
+  // cache when there). Each timing is a launch
   // sequence rotating through `mats`: pass every layer's matrix of the
   // shape so the weights stream from HBM as in a decode step (a single
   // matrix under ~50 MB stays in L2 and flatters both paths alike).
   // Allocates scratch for the run: call at start-up, before capture. Logs
   // one line per shape.
   absl::Status Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32, float softcap,
-                        const std::function<absl::Status(const LinearArgs&)>& cublaslt, cudaStream_t stream);
+                        const std::function<absl::Status(const LinearArgs&)>& baseline, cudaStream_t stream);
 
-  // The choice Run takes for w [n, k] at m tokens: null for cuBLASLt (off,
-  // no descriptor, m outside (kGemvMaxBatch, kMaxM], untuned, or cuBLASLt
-  // measured faster).
+  // The choice Run takes for w [n, k] at m tokens: null for the baseline
+  // (off, no descriptor, m outside [1, kMaxM], untuned — at GEMV batches the
+  // very batch must have been tuned — or the baseline measured faster).
   const WgmmaChoice* ChoiceFor(const DeviceMatrix& w, int n, int k, int m) const;
   // Launches c for a (a.x_fp8 and a.x_scale set); "" on success, else why
   // not (nothing was launched when validation failed).
   std::string Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream);
-  // "wgp-n16c2t1s6 x4" or "cuBLASLt": what Run takes (logs, tests).
+  // "wgp-n16c2t1s6 x4", "GEMV" or "cuBLASLt": what Run takes (logs, tests).
   std::string Describe(const DeviceMatrix& w, int n, int k, int m) const;
 
   std::string CacheKey(int n, int k, int bucket) const;

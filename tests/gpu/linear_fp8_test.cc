@@ -241,7 +241,7 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   }
 }
 
-// ---- the wgmma FP8 linear (decode batches 9..64) ----
+// ---- the wgmma FP8 linear (decode batches 1..WgmmaPath::kMaxM) ----
 
 // An fp8 matrix with the TMA descriptor DeviceWeights gives it at load.
 struct WgmmaWeights {
@@ -324,8 +324,8 @@ std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeig
   return bytes;
 }
 
-// Tuned, then forced onto the wgmma choice (whatever cuBLASLt measured):
-// m = 16 and 64 are buckets, 40 takes the 64 bucket's choice. The o_proj
+// Tuned, then forced onto the wgmma choice (whatever the GEMV or cuBLASLt
+// measured): m = 1, 5, 16 and 32 are buckets, 24 takes the 32 bucket's choice. The o_proj
 // shape (42 row tiles: split-K candidates) with bf16 out, and an LM-head-like
 // one (rows not a multiple of a tile) with fp32 out and softcap.
 TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
@@ -334,15 +334,24 @@ TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
     const WgmmaWeights w(n, k);
     auto runner = TunedWgmmaRunner(w, softcap);
     ASSERT_NE(runner, nullptr);
-    for (int m : {16, 40, 64}) std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
+    for (int m : {1, 5, 16, 24, 32}) std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
     runner->set_wgmma_preference(cuda::WgmmaPreference::kForce);
-    for (int m : {16, 40, 64}) {
-      EXPECT_NE(runner->Fp8GemmFor(w.matrix(), n, k, m), "cuBLASLt") << "m=" << m;
+    for (int m : {1, 5, 16, 24, 32}) {
+      const std::string kernel = runner->Fp8GemmFor(w.matrix(), n, k, m);
+      EXPECT_NE(kernel, "cuBLASLt") << "m=" << m;
+      EXPECT_NE(kernel, "GEMV") << "m=" << m;
+      // GEMV batches compete with 16-token tiles only.
+      if (m <= kernels::kGemvMaxBatch) {
+        EXPECT_NE(kernel.find("-n16"), std::string::npos) << kernel;
+      }
       RunWgmmaChecked(*runner, w, m, softcap);
     }
-    // Outside (kGemvMaxBatch, 64], and without a descriptor: never wgmma.
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 65), "cuBLASLt");
+    // Past kMaxM, and without a descriptor: never wgmma.
+    static_assert(cuda::WgmmaPath::kMaxM == 32);
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 33), "cuBLASLt");
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 64), "cuBLASLt");
     EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 16), "cuBLASLt");
+    EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 1), "GEMV");
   }
 }
 
@@ -361,19 +370,23 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
   first->set_wgmma_preference(cuda::WgmmaPreference::kForce);
   auto second = TunedWgmmaRunner(w, 0.0f);
   ASSERT_NE(second, nullptr);
-  EXPECT_EQ(second->cache_hits(), 3);
+  const std::vector<int> buckets = cuda::WgmmaPath::Buckets(64);
+  EXPECT_EQ(second->cache_hits(), static_cast<int>(buckets.size()));
   second->set_wgmma_preference(cuda::WgmmaPreference::kForce);
-  for (int m : {16, 32, 64}) {
+  for (int m : buckets) {
     EXPECT_EQ(first->Fp8GemmFor(w.matrix(), w.n, w.k, m), second->Fp8GemmFor(w.matrix(), w.n, w.k, m));
   }
   // Same input twice: RunWgmmaChecked draws x from a seeded stream.
   const uint64_t seed = gpu_test::Rng()();
   gpu_test::Rng().seed(seed);
-  const auto a = RunWgmmaChecked(*first, w, 40, 0.0f);
+  const auto a = RunWgmmaChecked(*first, w, 24, 0.0f);
   gpu_test::Rng().seed(seed);
-  const auto b = RunWgmmaChecked(*second, w, 40, 0.0f);
+  const auto b = RunWgmmaChecked(*second, w, 24, 0.0f);
   EXPECT_TRUE(a == b) << "the cached choice computed other bits";
-  for (int bucket : {16, 32, 64}) {
+  // The GEMV buckets' keys differ from the others' (another baseline).
+  EXPECT_NE(first->WgmmaCacheKey(w.n, w.k, 1).find("/gemv"), std::string::npos);
+  EXPECT_NE(first->WgmmaCacheKey(w.n, w.k, 16).find("/lt"), std::string::npos);
+  for (int bucket : buckets) {
     kernels::attention::AutotuneCache::Get().Store(first->WgmmaCacheKey(w.n, w.k, bucket), "junk");
   }
   auto third = TunedWgmmaRunner(w, 0.0f);
@@ -381,7 +394,7 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
   EXPECT_EQ(third->cache_hits(), 0);
 }
 
-// GEMMA_FP8_WGMMA=0: nothing tuned, cuBLASLt computes every batch.
+// GEMMA_FP8_WGMMA=0: nothing tuned, the GEMV and cuBLASLt compute every batch.
 TEST(LinearFp8Test, WgmmaSwitchedOffKeepsCublasLt) {
   GEMMA_REQUIRE_GPU();
   setenv("GEMMA_FP8_WGMMA", "0", 1);
@@ -390,8 +403,8 @@ TEST(LinearFp8Test, WgmmaSwitchedOffKeepsCublasLt) {
   unsetenv("GEMMA_FP8_WGMMA");
   ASSERT_NE(runner, nullptr);
   EXPECT_EQ(runner->cache_hits(), 0);
-  for (int m : {16, 40, 64}) {
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), w.n, w.k, m), "cuBLASLt");
+  for (int m : {1, 8, 16, 40, 64}) {
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), w.n, w.k, m), m <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt");
     RunWgmmaChecked(*runner, w, m, 0.0f);
   }
 }
@@ -418,7 +431,7 @@ TEST(LinearFp8Test, WgmmaCacheEntriesAreValidated) {
     EXPECT_EQ(back->variant, c.variant);
     EXPECT_EQ(back->splits, c.splits);
     EXPECT_EQ(back->wgmma_ms, c.wgmma_ms);
-    EXPECT_EQ(back->cublaslt_ms, c.cublaslt_ms);
+    EXPECT_EQ(back->baseline_ms, c.baseline_ms);
   }
   const auto none = cuda::ParseWgmmaCacheEntry("- 1 0 20000", 16, true);
   ASSERT_TRUE(none.has_value());
@@ -439,11 +452,19 @@ TEST(LinearFp8Test, WgmmaCacheEntriesAreValidated) {
 
 TEST(LinearFp8Test, WgmmaBucketsFollowTheDecodeBatches) {
   using V = std::vector<int>;
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(64), (V{16, 32, 64}));
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(256), (V{16, 32, 64}));
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(48), (V{16, 32, 48}));
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(12), (V{12}));
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(kernels::kGemvMaxBatch), V{});
+  static_assert(kernels::kGemvMaxBatch == 8, "the GEMV batches below");
+  const V gemv{1, 2, 3, 4, 5, 6, 7, 8};
+  auto with = [&](V above) {
+    V all = gemv;
+    all.insert(all.end(), above.begin(), above.end());
+    return all;
+  };
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(64), with({16, 32}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(256), with({16, 32}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(20), with({16, 20}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(12), with({12}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(kernels::kGemvMaxBatch), gemv);
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(3), (V{1, 2, 3}));
 }
 
 }  // namespace

@@ -113,11 +113,13 @@ kernels::WgmmaFp8Params Params(const Shape& s, const Fp8Matrix& w, const kernels
 // tensor cores (~14 significant bits, like cuBLASLt's fast accumulation:
 // ~1e-3 at k = 8192 on the H200); "wgp-" variants add each 128-k tile to
 // fp32 registers. Layout mistakes give errors of order 1; the exact patterns
-// below check every variant to the bit. The measured maxima are printed per
-// shape: tighten these once known.
+// below check every variant to the bit. Measured worst on the H200
+// (2026-11-30, 31B shapes up to k = 21504 and the LM head): "wg-" 3.1e-3
+// fp32 / 4.4e-3 bf16 out, "wgp-" 1.4e-4 fp32 / 2.0e-3 bf16 out (bf16's own
+// rounding).
 double Tolerance(int variant, bool f32_out) {
-  if (!kernels::WgmmaFp8VariantPromotes(variant)) return 2e-2;
-  return f32_out ? 5e-3 : 1e-2;
+  if (!kernels::WgmmaFp8VariantPromotes(variant)) return 1e-2;
+  return f32_out ? 5e-4 : 5e-3;
 }
 
 // Returns the relative error of the outputs as stored (bf16, or fp32 after
@@ -442,7 +444,8 @@ TEST(WgmmaFp8Test, RepeatedLaunchesAndGraphReplaysAreBitIdentical) {
         have.push_back(got[size_t(b) * s.n + r]);
       }
     }
-    EXPECT_LT(gpu_test::RelErr(have, ref, 0, ref.size()), 1e-4) << "round " << round;
+    // A stale x (the other token set) errs by order 1.
+    EXPECT_LT(gpu_test::RelErr(have, ref, 0, ref.size()), Tolerance(p.variant, true)) << "round " << round;
   }
   cudaStreamDestroy(stream);
 }
