@@ -52,7 +52,17 @@ struct CudaBackend::Impl {
   }
   absl::Status Init(const BackendOptions& o, const CudaTuning& t);
   absl::Status LoadWeights();
-  std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> LinearMatrices() const;
+  // One linear of the model as decode runs it.
+  struct LinearMatrix {
+    cuda::DeviceMatrix w;
+    int n = 0, k = 0;
+    bool lm_head = false;
+    // Decode hands it x already in E4M3 when it wants that (the producing
+    // norm or gelu gate writes the codes): QKV, gate/up and down; not o_proj
+    // (attention output) or the LM head.
+    bool codes_given = false;
+  };
+  std::vector<LinearMatrix> LinearMatrices() const;
   absl::Status AutotuneGemv();  // then AutotuneWgmma
   absl::Status AutotuneWgmma();
   absl::Status CreatePagedCache();

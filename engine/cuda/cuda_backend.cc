@@ -148,19 +148,19 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   return absl::OkStatus();
 }
 
-// Every linear's matrix and (n, k): the layers' in order, the LM head last.
-std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> CudaBackend::Impl::LinearMatrices() const {
+// Every linear: the layers' in order, the LM head last.
+std::vector<CudaBackend::Impl::LinearMatrix> CudaBackend::Impl::LinearMatrices() const {
   const int h = config.hidden_size, inter = config.intermediate_size;
-  std::vector<std::pair<cuda::DeviceMatrix, std::pair<int, int>>> mats;
+  std::vector<LinearMatrix> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const auto& w = weights->layers()[l];
     const int q_width = config.num_heads * config.layers[l].head_dim;
-    mats.push_back({w.qkv, {w.qkv_rows, h}});
-    mats.push_back({w.o_proj, {h, q_width}});
-    mats.push_back({w.gate_up, {2 * inter, h}});
-    mats.push_back({w.down_proj, {h, inter}});
+    mats.push_back({w.qkv, w.qkv_rows, h, false, true});
+    mats.push_back({w.o_proj, h, q_width, false, false});
+    mats.push_back({w.gate_up, 2 * inter, h, false, true});
+    mats.push_back({w.down_proj, h, inter, false, true});
   }
-  mats.push_back({weights->lm_head(), {config.vocab_size, h}});
+  mats.push_back({weights->lm_head(), config.vocab_size, h, true, false});
   return mats;
 }
 
@@ -169,8 +169,8 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
   const auto mats = LinearMatrices();
   int max_k = 0, max_n = 0;
   for (const auto& m : mats) {
-    max_n = std::max(max_n, m.second.first);
-    max_k = std::max(max_k, m.second.second);
+    max_n = std::max(max_n, m.n);
+    max_k = std::max(max_k, m.k);
   }
   const int max_batch = std::min(options.max_slots, kernels::kGemvMaxBatch);
   DeviceBuffer x, out;
@@ -182,10 +182,10 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
   rp.stddev = 1.0f;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
   for (const auto& m : mats) {
-    if (!shapes.insert(m.second).second) continue;
+    if (!shapes.insert({m.n, m.k}).second) continue;
     for (int b = 1; b <= max_batch; ++b) {
-      GEMMA_STATUS_RETURN_IF_ERROR(linear->Autotune(m.second.first, m.second.second, b, m.first,
-                                                    x.get<__nv_bfloat16>(), out.get<float>(), stream));
+      GEMMA_STATUS_RETURN_IF_ERROR(
+          linear->Autotune(m.n, m.k, b, m.w, x.get<__nv_bfloat16>(), out.get<float>(), stream));
     }
   }
   spdlog::info("cuda: GEMV autotuned for {} shapes x {} batch sizes", shapes.size(), max_batch);
@@ -202,22 +202,21 @@ absl::Status CudaBackend::Impl::AutotuneGemv() {
 absl::Status CudaBackend::Impl::AutotuneWgmma() {
   const int max_m = std::min(options.max_slots, chunk_tokens);
   if (weights->dtype() != WeightDType::kFP8) return absl::OkStatus();
-  // (n, k, LM head) -> the matrices of that shape.
-  std::map<std::tuple<int, int, bool>, std::vector<cuda::DeviceMatrix>> groups;
-  const auto mats = LinearMatrices();
+  // (n, k, LM head, codes given) -> the matrices of that shape.
+  std::map<std::tuple<int, int, bool, bool>, std::vector<cuda::DeviceMatrix>> groups;
   int max_n = 0;
-  for (size_t i = 0; i < mats.size(); ++i) {
-    const auto& [w, shape] = mats[i];
-    if (!w.fp8() || w.wgmma == nullptr) continue;
-    groups[{shape.first, shape.second, i + 1 == mats.size()}].push_back(w);
-    max_n = std::max(max_n, shape.first);
+  for (const LinearMatrix& m : LinearMatrices()) {
+    if (!m.w.fp8() || m.w.wgmma == nullptr) continue;
+    groups[{m.n, m.k, m.lm_head, m.codes_given}].push_back(m.w);
+    max_n = std::max(max_n, m.n);
   }
   if (groups.empty()) return absl::OkStatus();
   absl::Status st = linear->ReserveWgmmaFp8(max_n);
   for (const auto& [shape, group] : groups) {
     if (!st.ok()) break;
-    const auto [n, k, lm_head] = shape;
-    st = linear->AutotuneWgmmaFp8(group, n, k, max_m, lm_head, lm_head ? config.final_logit_softcap : 0.0f, stream);
+    const auto [n, k, lm_head, codes_given] = shape;
+    st = linear->AutotuneWgmmaFp8(group, n, k, max_m, lm_head, lm_head ? config.final_logit_softcap : 0.0f,
+                                  codes_given, stream);
   }
   if (st.ok()) return absl::OkStatus();
   GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal

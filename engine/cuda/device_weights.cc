@@ -200,9 +200,9 @@ const kernels::WgmmaFp8Weights* DeviceWeights::MakeWgmmaMap(const uint8_t* w, in
   auto map = std::make_unique<kernels::WgmmaFp8Weights>();
   if (const std::string err = kernels::MakeWgmmaFp8Weights(w, n, k, map.get()); !err.empty()) {
     if (!wgmma_map_failed_) {
-      spdlog::warn("cuda: no wgmma TMA descriptor for a {} x {} fp8 matrix ({}): its decode batches above {} "
-                   "tokens run cuBLASLt",
-                   n, k, err, kernels::kGemvMaxBatch);
+      spdlog::warn("cuda: no wgmma TMA descriptor for a {} x {} fp8 matrix ({}): its decode batches run "
+                   "the GEMV / cuBLASLt only",
+                   n, k, err);
     }
     wgmma_map_failed_ = true;
     return nullptr;

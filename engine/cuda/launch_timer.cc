@@ -24,8 +24,14 @@ absl::StatusOr<float> LaunchTimer::MeanMs(const std::function<std::string(int)>&
   GEMMA_KERNEL_RETURN_IF_ERROR(launch(0));
   reps = std::max(reps, 1);
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
-  for (int i = 0; i < reps; ++i) launch(i);
+  std::string err;
+  for (int i = 0; i < reps; ++i) {
+    std::string e = launch(i);
+    if (err.empty()) err = std::move(e);
+  }
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
+  // A launch refused mid-sequence would make the mean look fast.
+  GEMMA_KERNEL_RETURN_IF_ERROR(err);
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_));
   float ms = 0.0f;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));

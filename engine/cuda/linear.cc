@@ -301,9 +301,11 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
 }
 
 absl::Status LinearRunner::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
-                                            bool out_f32, float softcap, cudaStream_t stream) {
-  return wgmma_.Autotune(mats, n, k, max_m, out_f32, softcap,
-                         [&](const LinearArgs& a) { return RunFp8Baseline(a, stream); }, stream);
+                                            bool out_f32, float softcap, bool codes_given, cudaStream_t stream) {
+  wgmma_.set_gemv_key_suffix(a16_ ? "" : "/no-a16");
+  return wgmma_.Autotune(
+      mats, n, k, max_m, out_f32, softcap, codes_given, [&](const LinearArgs& a) { return RunFp8Baseline(a, stream); },
+      [&](LinearArgs& a) { return PrepareFp8Input(a, stream); }, stream);
 }
 
 std::string LinearRunner::Fp8TuningSummary(int batch) const {

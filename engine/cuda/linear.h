@@ -81,8 +81,9 @@ class LinearRunner {
   // WgmmaPath::Autotune) at the decode buckets up to max_m; out_f32 and
   // softcap as the real calls (the LM head). Not graph-safe: call before
   // capture.
+  // `codes_given`: whether decode passes this shape x_fp8 (WgmmaPath::Autotune).
   absl::Status AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
-                                float softcap, cudaStream_t stream);
+                                float softcap, bool codes_given, cudaStream_t stream);
   // What an fp8 Run of w at m rows launches: a wgmma variant x splits,
   // "GEMV" or "cuBLASLt" (logs, tests).
   std::string Fp8GemmFor(const DeviceMatrix& w, int n, int k, int m) const { return wgmma_.Describe(w, n, k, m); }
@@ -93,7 +94,9 @@ class LinearRunner {
   // Autotune() calls answered from the cache, and the cache key of a shape.
   int cache_hits() const { return cache_hits_ + wgmma_.cache_hits(); }
   std::string GemvCacheKey(bool fp8, int n, int k, int batch) const;
-  std::string WgmmaCacheKey(int n, int k, int bucket) const { return wgmma_.CacheKey(n, k, bucket); }
+  std::string WgmmaCacheKey(int n, int k, int bucket, bool codes_given = true) const {
+    return wgmma_.CacheKey(n, k, bucket, codes_given);
+  }
   // One line per tuned fp8 shape at `batch`: the measured E4M3 and a16 choices
   // and their times (empty when none), for the start-up log.
   std::string Fp8TuningSummary(int batch) const;
@@ -139,7 +142,7 @@ class LinearRunner {
   int cache_hits_ = 0;
   bool a16_ = true;  // GEMMA_FP8_A16=0 leaves the a16 GEMVs out of autotuning (A/B runs)
   WgmmaPath wgmma_;
-  bool wgmma_failed_ = false;  // a wgmma launch was refused: logged once, cuBLASLt ran
+  bool wgmma_failed_ = false;  // a wgmma launch was refused: logged once, the baseline ran
 };
 
 }  // namespace gemma::cuda

@@ -41,7 +41,12 @@ WgmmaPreference PreferenceFromEnv() {
   const char* env = std::getenv("GEMMA_FP8_WGMMA");
   if (env == nullptr) return WgmmaPreference::kMeasured;
   const std::string v(env);
-  return v == "0" ? WgmmaPreference::kOff : v == "force" ? WgmmaPreference::kForce : WgmmaPreference::kMeasured;
+  if (v == "0") return WgmmaPreference::kOff;
+  if (v == "force") return WgmmaPreference::kForce;
+  if (!v.empty() && v != "1") {
+    spdlog::warn("GEMMA_FP8_WGMMA='{}' is not one of 0, 1, force: taking the measured choice (1)", v);
+  }
+  return WgmmaPreference::kMeasured;
 }
 
 }  // namespace
@@ -66,7 +71,9 @@ std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bu
   if (f[0] == "-") return c;  // no candidate could run: the baseline
   c.variant = VariantByName(f[0]);
   if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, bucket)) return std::nullopt;
-  if (!fast_accum && !kernels::WgmmaFp8VariantPromotes(c.variant)) return std::nullopt;
+  if ((!fast_accum || bucket <= kernels::kGemvMaxBatch) && !kernels::WgmmaFp8VariantPromotes(c.variant)) {
+    return std::nullopt;
+  }
   return c;
 }
 
@@ -121,19 +128,20 @@ bool WgmmaPath::Fits(int variant, int n, int splits) const {
 // The key names what the cached choice depends on besides the GPU: the
 // build's variants, the accumulation allowed, and the baseline it was timed
 // against (the build's GEMV tilings, or the cuBLASLt version).
-std::string WgmmaPath::CacheKey(int n, int k, int bucket) const {
+std::string WgmmaPath::CacheKey(int n, int k, int bucket, bool codes_given) const {
   const std::string baseline = bucket <= kernels::kGemvMaxBatch
-                                   ? absl::StrCat("/gemv", kernels::NumGemvFp8Variants())
+                                   ? absl::StrCat("/gemv", kernels::NumGemvFp8Variants(), gemv_key_suffix_,
+                                                  codes_given ? "" : "/quant")
                                    : absl::StrCat("/lt", cublasLtGetVersion());
   return kernels::attention::AutotuneCache::Key(
       "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(),
                                 fast_accum_ ? "/fast" : "/fp32acc", baseline));
 }
 
-bool WgmmaPath::Load(int n, int k, int bucket) {
+bool WgmmaPath::Load(int n, int k, int bucket, bool codes_given) {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return false;
-  const auto hit = cache.Lookup(CacheKey(n, k, bucket));
+  const auto hit = cache.Lookup(CacheKey(n, k, bucket, codes_given));
   if (!hit) return false;
   const std::optional<WgmmaChoice> c = ParseWgmmaCacheEntry(*hit, bucket, fast_accum_);
   if (!c || (c->variant >= 0 && !Fits(c->variant, n, c->splits))) return false;
@@ -142,14 +150,17 @@ bool WgmmaPath::Load(int n, int k, int bucket) {
   return true;
 }
 
-void WgmmaPath::Store(int n, int k, int bucket) const {
+void WgmmaPath::Store(int n, int k, int bucket, bool codes_given) const {
   auto& cache = kernels::attention::AutotuneCache::Get();
-  if (cache.enabled()) cache.Store(CacheKey(n, k, bucket), FormatWgmmaCacheEntry(choices_.at({n, k, bucket})));
+  if (cache.enabled()) {
+    cache.Store(CacheKey(n, k, bucket, codes_given), FormatWgmmaCacheEntry(choices_.at({n, k, bucket})));
+  }
 }
 
 absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
-                                 float softcap, const std::function<absl::Status(const LinearArgs&)>& baseline,
-                                 cudaStream_t stream) {
+                                 float softcap, bool codes_given,
+                                 const std::function<absl::Status(const LinearArgs&)>& baseline,
+                                 const std::function<absl::Status(LinearArgs&)>& quantize, cudaStream_t stream) {
   if (preference_ == WgmmaPreference::kOff || mats.empty()) return absl::OkStatus();
   for (const DeviceMatrix& w : mats) {
     if (!w.fp8() || w.wgmma == nullptr) return absl::InvalidArgumentError("wgmma autotune: fp8 matrices with descriptors only");
@@ -157,7 +168,7 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
   const std::vector<int> buckets = Buckets(max_m);
   std::vector<int> untuned;
   for (int b : buckets) {
-    if (!Load(n, k, b)) untuned.push_back(b);
+    if (!Load(n, k, b, codes_given)) untuned.push_back(b);
   }
   if (!untuned.empty()) {
     // x: random rows (zeros would flatter the kernels) quantized per token.
@@ -179,15 +190,24 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
     const int count = static_cast<int>(mats.size());
     const int reps = std::clamp(count, kMinReps, kMaxReps);
     const int k_tiles = (k + 127) / 128;
-    // The best 16-token candidate of the first GEMV bucket timed: the same
-    // launches serve every GEMV batch (re-timed per batch below).
+    // The best candidate of the first GEMV bucket timed: the same launches
+    // serve every GEMV batch (re-timed per batch below).
     WgmmaChoice gemv_bucket_best;
     for (int bucket : untuned) {
       const bool gemv_bucket = bucket <= kernels::kGemvMaxBatch;
+      // Wider token tiles than the narrowest that covers the bucket only
+      // multiply zero rows.
+      int tile = 0;
+      for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+        const int t = kernels::WgmmaFp8VariantMaxM(v);
+        if (t >= bucket && (tile == 0 || t < tile)) tile = t;
+      }
       LinearArgs a;
       a.x = x.get<__nv_bfloat16>();  // the a16 GEMVs read bf16 x
-      a.x_fp8 = x8.get<uint8_t>();
-      a.x_scale = xs.get<float>();
+      if (codes_given) {
+        a.x_fp8 = x8.get<uint8_t>();
+        a.x_scale = xs.get<float>();
+      }
       if (out_f32) {
         a.out_f32 = out.get<float>();
       } else {
@@ -210,8 +230,12 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       auto time_wgmma = [&](const WgmmaChoice& c) {
         return (*timer)->MeanMs(
             [&](int i) {
-              a.w = mats[i % count];
-              return Launch(a, c, stream);
+              LinearArgs q = a;
+              q.w = mats[i % count];
+              if (!codes_given) {
+                if (const absl::Status st = quantize(q); !st.ok()) return std::string(st.message());
+              }
+              return Launch(q, c, stream);
             },
             reps, stream);
       };
@@ -220,11 +244,8 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       WgmmaChoice best = gemv_bucket ? gemv_bucket_best : WgmmaChoice{};
       float best_ms = 1e30f;
       for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
-        if (gemv_bucket && (gemv_bucket_best.variant >= 0 || kernels::WgmmaFp8VariantMaxM(v) != kGemvBucketTile)) {
-          continue;
-        }
-        if (!kernels::WgmmaFp8VariantSupportsM(v, bucket)) continue;
-        if (!fast_accum_ && !kernels::WgmmaFp8VariantPromotes(v)) continue;
+        if (kernels::WgmmaFp8VariantMaxM(v) != tile || (gemv_bucket && gemv_bucket_best.variant >= 0)) continue;
+        if ((!fast_accum_ || gemv_bucket) && !kernels::WgmmaFp8VariantPromotes(v)) continue;
         const int tiles = kernels::WgmmaFp8RowTiles(v, n);
         for (int splits : kSplits) {
           if (splits > 1 && (splits > k_tiles || tiles * splits > kMaxCtasPerSm * num_sms_ || !Fits(v, n, splits))) {
@@ -258,7 +279,7 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       }
       best.baseline_ms = RoundToNs(*base_ms);
       choices_[{n, k, bucket}] = best;
-      Store(n, k, bucket);
+      Store(n, k, bucket, codes_given);
     }
   }
   std::string line = absl::StrCat("cuda: fp8 ", n, " x ", k, " (", mats.size(), " matrices)");

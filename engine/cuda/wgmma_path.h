@@ -17,6 +17,11 @@
 // the 16-token wgmma's does not); above, batches between buckets take the
 // choice of the next tuned bucket above them (its token tile covers them).
 //
+// At the GEMV batches only variants that promote each 128-k tile to fp32
+// ("wgp-") compete: the GEMV accumulates in fp32, and the tensor cores' own
+// FP8 accumulation ("wg-", ~20x the error at k = 21504) would cost decode
+// accuracy there; above, "wg-" matches cuBLASLt's fast accumulation.
+//
 // GEMMA_FP8_WGMMA=0: off, GEMV / cuBLASLt only and nothing tuned (A/B runs);
 // GEMMA_FP8_WGMMA=force: the fastest wgmma candidate wherever one was timed,
 // even where the baseline measured faster (A/B of the kernel itself). With
@@ -65,8 +70,9 @@ std::string FormatWgmmaCacheEntry(const WgmmaChoice& c);
 // The choice in `value`; nullopt when malformed or naming what this build
 // would not run at `bucket` tokens: an unknown variant, one whose token tile
 // is narrower than the bucket, a tensor-core-accumulating ("wg-") one when
-// fast accumulation is off, splits outside 1..kWgmmaFp8MaxSplits, negative
-// times. (The scratch fit is the caller's check.)
+// fast accumulation is off or at a GEMV batch, splits outside
+// 1..kWgmmaFp8MaxSplits, negative times. (The scratch fit is the caller's
+// check.)
 std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum);
 
 class WgmmaPath {
@@ -76,9 +82,6 @@ class WgmmaPath {
   // decode steps ~0.65 ms slower (H200, 31B, batch 64, contexts 64 and
   // 2048; equal at 32, 8-13 % faster at 4-16). Batches above run cuBLASLt.
   static constexpr int kMaxM = 32;
-  // At GEMV batches only the narrowest token tile competes (wider ones only
-  // multiply zero rows).
-  static constexpr int kGemvBucketTile = 16;
   // Split-K partials: candidates needing more are skipped.
   static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
   // K splits tried, and at most this many CTAs per SM from them (more only
@@ -103,19 +106,23 @@ class WgmmaPath {
   // 1..8, 16, 20).
   static std::vector<int> Buckets(int max_m);
 
-  // Times the baseline (`baseline`: runs one LinearArgs, x and x_fp8 both
-  // set, as LinearRunner would without wgmma) against every wgmma variant x
-  // split that can take each bucket (16-token tiles only at GEMV batches:
+  // Times the baseline (`baseline`: runs one LinearArgs as LinearRunner
+  // would without wgmma) against every wgmma variant x split that can take
+  // each bucket (the narrowest token tile that covers it; at GEMV batches
   // searched once, then re-timed per batch), for the matrices `mats` of
   // shape [n, k] (all with descriptors), and remembers the result (from the
-  // cache when there). Each timing is a launch
+  // cache when there). `codes_given`: whether decode hands this shape its x
+  // already quantized (a producing norm or gelu gate); if not, both sides
+  // are timed from bf16 x — the baseline as it chooses (a16 GEMVs need no
+  // codes), wgmma behind `quantize` (fills a.x_fp8 / a.x_scale). Each timing is a launch
   // sequence rotating through `mats`: pass every layer's matrix of the
   // shape so the weights stream from HBM as in a decode step (a single
   // matrix under ~50 MB stays in L2 and flatters both paths alike).
   // Allocates scratch for the run: call at start-up, before capture. Logs
   // one line per shape.
   absl::Status Autotune(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32, float softcap,
-                        const std::function<absl::Status(const LinearArgs&)>& baseline, cudaStream_t stream);
+                        bool codes_given, const std::function<absl::Status(const LinearArgs&)>& baseline,
+                        const std::function<absl::Status(LinearArgs&)>& quantize, cudaStream_t stream);
 
   // The choice Run takes for w [n, k] at m tokens: null for the baseline
   // (off, no descriptor, m outside [1, kMaxM], untuned — at GEMV batches the
@@ -127,14 +134,18 @@ class WgmmaPath {
   // "wgp-n16c2t1s6 x4", "GEMV" or "cuBLASLt": what Run takes (logs, tests).
   std::string Describe(const DeviceMatrix& w, int n, int k, int m) const;
 
-  std::string CacheKey(int n, int k, int bucket) const;
+  // `codes_given` as in Autotune (it changes what GEMV buckets compare).
+  std::string CacheKey(int n, int k, int bucket, bool codes_given = true) const;
+  // What else the GEMV baseline's choice depends on (e.g. "/no-a16"): part
+  // of the GEMV buckets' cache keys.
+  void set_gemv_key_suffix(std::string s) { gemv_key_suffix_ = std::move(s); }
   int cache_hits() const { return cache_hits_; }
 
  private:
   // Whether the scratch holds a launch of `variant` x `splits` over n rows.
   bool Fits(int variant, int n, int splits) const;
-  bool Load(int n, int k, int bucket);
-  void Store(int n, int k, int bucket) const;
+  bool Load(int n, int k, int bucket, bool codes_given);
+  void Store(int n, int k, int bucket, bool codes_given) const;
 
   WgmmaPreference preference_ = WgmmaPreference::kMeasured;
   bool fast_accum_ = true;
@@ -145,6 +156,7 @@ class WgmmaPath {
   int num_counters_ = 0;
   std::map<std::tuple<int, int, int>, WgmmaChoice> choices_;  // (n, k, bucket)
   int cache_hits_ = 0;
+  std::string gemv_key_suffix_;
 };
 
 }  // namespace gemma::cuda

@@ -255,15 +255,17 @@ struct WgmmaWeights {
 };
 
 // A runner with the fp8 and wgmma scratch for w at up to 64 rows, tuned
-// for w's shape (fp32 out + softcap when softcap > 0, as the LM head).
-std::unique_ptr<cuda::LinearRunner> TunedWgmmaRunner(const WgmmaWeights& w, float softcap) {
+// for w's shape (fp32 out + softcap when softcap > 0, as the LM head;
+// `codes_given`: decode would pass x already quantized).
+std::unique_ptr<cuda::LinearRunner> TunedWgmmaRunner(const WgmmaWeights& w, float softcap, bool codes_given = true) {
   auto runner = cuda::LinearRunner::Create(false, 0);
   EXPECT_TRUE(runner.ok()) << runner.status();
   if (!runner.ok()) return nullptr;
   EXPECT_TRUE((*runner)->ReserveFp8(64, w.k).ok());
   EXPECT_TRUE((*runner)->ReserveWgmmaFp8(w.n).ok());
   const cuda::DeviceMatrix mats[] = {w.matrix()};
-  const absl::Status st = (*runner)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, nullptr);
+  const absl::Status st =
+      (*runner)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, nullptr);
   EXPECT_TRUE(st.ok()) << st;
   return std::move(*runner);
 }
@@ -325,14 +327,16 @@ std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeig
 }
 
 // Tuned, then forced onto the wgmma choice (whatever the GEMV or cuBLASLt
-// measured): m = 1, 5, 16 and 32 are buckets, 24 takes the 32 bucket's choice. The o_proj
+// measured): m = 1, 5, 16 and 32 are buckets, 24 takes the 32 bucket's choice.
+// The LM-head-like shape is tuned as decode runs it: from bf16 x (the wgmma
+// side quantizes first). The o_proj
 // shape (42 row tiles: split-K candidates) with bf16 out, and an LM-head-like
 // one (rows not a multiple of a tile) with fp32 out and softcap.
 TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
   GEMMA_REQUIRE_GPU();
   for (const auto& [n, k, softcap] : {std::tuple{5376, 8192, 0.0f}, std::tuple{16400, 5376, 30.0f}}) {
     const WgmmaWeights w(n, k);
-    auto runner = TunedWgmmaRunner(w, softcap);
+    auto runner = TunedWgmmaRunner(w, softcap, softcap == 0.0f);
     ASSERT_NE(runner, nullptr);
     for (int m : {1, 5, 16, 24, 32}) std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
     runner->set_wgmma_preference(cuda::WgmmaPreference::kForce);
@@ -340,9 +344,9 @@ TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
       const std::string kernel = runner->Fp8GemmFor(w.matrix(), n, k, m);
       EXPECT_NE(kernel, "cuBLASLt") << "m=" << m;
       EXPECT_NE(kernel, "GEMV") << "m=" << m;
-      // GEMV batches compete with 16-token tiles only.
+      // GEMV batches: 16-token tiles that keep fp32 accumulation only.
       if (m <= kernels::kGemvMaxBatch) {
-        EXPECT_NE(kernel.find("-n16"), std::string::npos) << kernel;
+        EXPECT_EQ(kernel.rfind("wgp-n16", 0), 0u) << kernel;
       }
       RunWgmmaChecked(*runner, w, m, softcap);
     }
@@ -383,8 +387,10 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
   gpu_test::Rng().seed(seed);
   const auto b = RunWgmmaChecked(*second, w, 24, 0.0f);
   EXPECT_TRUE(a == b) << "the cached choice computed other bits";
-  // The GEMV buckets' keys differ from the others' (another baseline).
+  // The GEMV buckets' keys differ from the others' (another baseline), and
+  // by whether decode quantizes x before them.
   EXPECT_NE(first->WgmmaCacheKey(w.n, w.k, 1).find("/gemv"), std::string::npos);
+  EXPECT_NE(first->WgmmaCacheKey(w.n, w.k, 1), first->WgmmaCacheKey(w.n, w.k, 1, false));
   EXPECT_NE(first->WgmmaCacheKey(w.n, w.k, 16).find("/lt"), std::string::npos);
   for (int bucket : buckets) {
     kernels::attention::AutotuneCache::Get().Store(first->WgmmaCacheKey(w.n, w.k, bucket), "junk");
@@ -395,7 +401,7 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
 }
 
 // GEMMA_FP8_WGMMA=0: nothing tuned, the GEMV and cuBLASLt compute every batch.
-TEST(LinearFp8Test, WgmmaSwitchedOffKeepsCublasLt) {
+TEST(LinearFp8Test, WgmmaSwitchedOffKeepsGemvAndCublasLt) {
   GEMMA_REQUIRE_GPU();
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   const WgmmaWeights w(1040, 528);
@@ -446,8 +452,17 @@ TEST(LinearFp8Test, WgmmaCacheEntriesAreValidated) {
         promoted_name + " 4 100 -5", promoted_name + " x 100 200", narrow_name + " 1 100 200"}) {
     EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(bad, 32, true).has_value()) << bad;
   }
-  // Fast accumulation off: only the promoting variants.
+  // Fast accumulation off, or a GEMV batch: only the promoting variants.
   EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 16, false).has_value());
+  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 1, true).has_value());
+  int promoted16 = -1;
+  for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
+    if (kernels::WgmmaFp8VariantMaxM(v) == 16 && kernels::WgmmaFp8VariantPromotes(v)) promoted16 = v;
+  }
+  ASSERT_GE(promoted16, 0);
+  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(std::string(kernels::WgmmaFp8VariantName(promoted16)) + " 1 100 200",
+                                         kernels::kGemvMaxBatch, true)
+                  .has_value());
 }
 
 TEST(LinearFp8Test, WgmmaBucketsFollowTheDecodeBatches) {
