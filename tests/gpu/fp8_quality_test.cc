@@ -7,9 +7,9 @@
 // quantized) activation carries up to 2^-4 relative rounding, ~2^-5.8 rms;
 // a k-long dot product of independent errors moves by ~2^-5.3 ~ 2.5 % of
 // its rms magnitude per linear, before the norms. Measured numbers are
-// printed; the asserted bounds (worst row 0.25, mean 0.1, greedy agreement >= 90 % on
-// confident rows, i.e. golden top-2 margin >= 1 logit) only catch a broken
-// path (wrong scales or fragments give errors ~1 and random argmaxes).
+// printed; the asserted bounds (worst row 0.2, 0.25 with the fp8 LM head,
+// mean 0.1, greedy agreement >= 90 % on confident rows, i.e. golden top-2
+// margin >= 1 logit) only catch a broken path (wrong scales or fragments give errors ~1 and random argmaxes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -89,7 +89,9 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
   for (const auto& g : golden) {
     b->ResetSlot(0);
     StepOutput out;
-    SequenceChunk c{0, g.ids, 0, true};
+    SequenceChunk c;
+    c.token_ids = g.ids;
+    c.all_logits = true;
     const absl::Status st = b->Forward({&c, 1}, &out);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(out.logits.size(), g.ids.size() * vocab);
@@ -98,7 +100,9 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
     }
     // Decode steps (GEMV path) on the golden greedy tokens.
     for (size_t s = 0; s + 1 < g.greedy.size(); ++s) {
-      SequenceChunk d{0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false};
+      SequenceChunk d;
+      d.token_ids = {&g.greedy[s], 1};
+      d.start_position = int32_t(g.ids.size() + s);
       const absl::Status ds = b->Forward({&d, 1}, &out);
       ASSERT_TRUE(ds.ok()) << ds;
       ASSERT_EQ(out.logits.size(), size_t(vocab));
@@ -109,11 +113,11 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
   steps.Print(("fortunes decode vs float64" + head).c_str());
   // Worst rows measured on the H200 (2026-11-30, several runs with fresh
   // tuning caches: the GEMV / wgmma kernels picked per batch, hence the
-  // summation order and the worst row, vary): bf16 head 0.127-0.197 and one
-  // run just past 0.2, fp8 head 0.149-0.215. The fp8 linears set the worst
-  // row either way, so both heads share one bound; mean error and top-1
-  // agreement on confident rows are the stable signals.
-  const double worst_bound = 0.25;
+  // summation order and the worst row, vary): bf16 head 0.127-0.183, fp8
+  // head 0.149-0.215. (With the tensor-core-accumulating wgmma variants at
+  // batch 1 the bf16 head once passed 0.2: those no longer run there.) Mean
+  // error and top-1 agreement on confident rows are the stable signals.
+  const double worst_bound = GetParam() == WeightDType::kFP8 ? 0.25 : 0.2;
   for (const Agreement* a : {&prefill, &steps}) {
     EXPECT_LT(a->worst, worst_bound);
     EXPECT_LT(a->sum / a->rows, 0.1);
@@ -129,7 +133,9 @@ INSTANTIATE_TEST_SUITE_P(LmHead, Fp8FortunesQuality, testing::Values(WeightDType
 // Empty when the forward fails (the failure is recorded).
 std::vector<float> PrefillLogits(CudaBackend& b, const std::vector<int32_t>& ids) {
   StepOutput out;
-  SequenceChunk c{0, ids, 0, true};
+  SequenceChunk c;
+  c.token_ids = ids;
+  c.all_logits = true;
   const absl::Status st = b.Forward({&c, 1}, &out);
   EXPECT_TRUE(st.ok()) << st;
   return st.ok() ? out.logits : std::vector<float>{};
