@@ -221,7 +221,7 @@ absl::Status CudaBackend::Impl::AutotuneWgmma() {
   if (st.ok()) return absl::OkStatus();
   GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal
   spdlog::warn("cuda: wgmma fp8 tuning failed ({}): fp8 decode runs the GEMV and cuBLASLt", st.ToString());
-  linear->set_wgmma_preference(cuda::WgmmaPreference::kOff);
+  linear->DisableWgmmaFp8();
   return absl::OkStatus();
 }
 

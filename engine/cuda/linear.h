@@ -90,6 +90,8 @@ class LinearRunner {
   // For tests and A/B runs: overrides GEMMA_FP8_WGMMA (kForce: wgmma
   // wherever tuned, even where the GEMV / cuBLASLt measured faster).
   void set_wgmma_preference(WgmmaPreference p) { wgmma_.set_preference(p); }
+  // After a failed AutotuneWgmmaFp8: GEMV / cuBLASLt only, scratch freed.
+  void DisableWgmmaFp8() { wgmma_.Disable(); }
   int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
   // Autotune() calls answered from the cache, and the cache key of a shape.
   int cache_hits() const { return cache_hits_ + wgmma_.cache_hits(); }

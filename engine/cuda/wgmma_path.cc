@@ -109,6 +109,14 @@ absl::Status WgmmaPath::Reserve(int max_n) {
   return absl::OkStatus();
 }
 
+void WgmmaPath::Disable() {
+  preference_ = WgmmaPreference::kOff;
+  workspace_.Reset();
+  counters_.Reset();
+  workspace_floats_ = 0;
+  num_counters_ = 0;
+}
+
 std::vector<int> WgmmaPath::Buckets(int max_m) {
   std::set<int> buckets;
   for (int b = 1; b <= std::min(max_m, kernels::kGemvMaxBatch); ++b) buckets.insert(b);

@@ -94,6 +94,8 @@ class WgmmaPath {
   // Tests and A/B runs; overrides GEMMA_FP8_WGMMA (kOff after tuning keeps
   // the tuned choices for a later kMeasured).
   void set_preference(WgmmaPreference p) { preference_ = p; }
+  // Off for good (tuning failed): frees the split-K scratch too.
+  void Disable();
 
   // Split-K workspace (capped at kMaxWorkspaceBytes) and arrival counters
   // for matrices of up to max_n rows, zeroed (synchronously: the engine's
