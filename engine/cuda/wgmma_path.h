@@ -2,10 +2,10 @@
 // decode batches of up to kMaxM tokens of fp8 matrices that carry a TMA
 // descriptor (DeviceMatrix::wgmma), LinearRunner launches it instead of what
 // it would run otherwise — the fp8 GEMV at m <= kGemvMaxBatch, cuBLASLt's FP8
-// GEMM (+ scale epilogue) above — where start-up timing measured it faster. This object holds what that takes:
-// the split-K scratch (Reserve, once, before any graph capture), the
-// measured choice per (n, k, bucket) (also kept in the autotune cache file,
-// next to the GEMV's), and the launch.
+// GEMM (+ scale epilogue) above — where start-up timing measured it faster.
+// This object holds what that takes: the split-K scratch (Reserve, once,
+// before any graph capture), the measured choice per (n, k, bucket) (also
+// kept in the autotune cache file, next to the GEMV's), and the launch.
 //
 // Why measured per shape and bucket, not assumed: the kernel streams the
 // weights at up to ~4 TB/s where cuBLASLt's skinny FP8 GEMMs reach ~2.4-2.75,
