@@ -182,13 +182,8 @@ absl::Status DeviceWeights::QuantizeLmHead(cudaStream_t stream) {
   }
   GEMMA_STATUS_RETURN_IF_ERROR(lm_head_fp8_.Allocate(static_cast<size_t>(vocab_) * hidden_));
   GEMMA_STATUS_RETURN_IF_ERROR(lm_head_scale_.Allocate(static_cast<size_t>(vocab_) * sizeof(float)));
-  kernels::QuantizeRowsFp8Params qp;
-  qp.x = embed_;
-  qp.out = lm_head_fp8_.get<uint8_t>();
-  qp.scale = lm_head_scale_.get<float>();
-  qp.rows = vocab_;
-  qp.cols = hidden_;
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(
+      {embed_, lm_head_fp8_.get<uint8_t>(), lm_head_scale_.get<float>(), vocab_, hidden_}, stream));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   lm_head_wgmma_ = MakeWgmmaMap(lm_head_fp8_.get<uint8_t>(), vocab_, hidden_);
   spdlog::info("cuda: LM head quantized to fp8 ({:.2f} GB next to the bf16 embedding)",

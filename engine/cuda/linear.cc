@@ -110,13 +110,8 @@ absl::Status LinearRunner::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaS
     return absl::InternalError(absl::StrCat("fp8 linear: ", m, " x ", k, " activations exceed the reserved ",
                                             fp8_max_m_, " x ", fp8_max_k_, " (ReserveFp8)"));
   }
-  kernels::QuantizeRowsFp8Params q;
-  q.x = x;
-  q.out = x_fp8_.get<uint8_t>();
-  q.scale = x_scale_.get<float>();
-  q.rows = m;
-  q.cols = k;
-  return KernelStatus(kernels::LaunchQuantizeRowsFp8(q, stream));
+  return KernelStatus(
+      kernels::LaunchQuantizeRowsFp8({x, x_fp8_.get<uint8_t>(), x_scale_.get<float>(), m, k}, stream));
 }
 
 absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {

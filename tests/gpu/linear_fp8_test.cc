@@ -4,9 +4,9 @@
 // and scales the device produced, and fp8 vs bf16 weights on the same
 // inputs (the quantization error itself, E4M3 with per-row/per-token scales),
 // and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner;
-// the wgmma FP8 linear for decode batches 9..64 once tuned (forced, cached,
-// switched off), and its cache lines' validation (host only, runs without a
-// GPU).
+// the wgmma FP8 linear for decode batches 1..WgmmaPath::kMaxM once tuned
+// (forced, cached, switched off), and its cache lines' validation (host
+// only, runs without a GPU).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,13 +56,7 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb), out8(size_t(m) * n), out16(size_t(m) * n);
   out8.Poison();
-  cuda::LinearArgs a;
-  a.w = weights.fp8();
-  a.x = x.get();
-  a.out_bf16 = out8.get();
-  a.m = m;
-  a.n = n;
-  a.k = k;
+  cuda::LinearArgs a{weights.fp8(), x.get(), out8.get(), nullptr, m, n, k};
   ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
   a.w = cuda::DeviceMatrix(weights.w.get());
   a.out_bf16 = out16.get();
@@ -159,13 +153,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
     for (bool pre_quantized : {false, true}) {
       DeviceArray<__nv_bfloat16> out(size_t(m) * n);
       out.Poison();
-      cuda::LinearArgs a;
-      a.w = wm;
-      a.x = x.get();
-      a.out_bf16 = out.get();
-      a.m = m;
-      a.n = n;
-      a.k = k;
+      cuda::LinearArgs a{wm, x.get(), out.get(), nullptr, m, n, k};
       if (pre_quantized) {
         a.x_fp8 = x8.get();
         a.x_scale = xs.get();
@@ -204,13 +192,7 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
     *key = (*runner)->GemvCacheKey(true, n, k, m);
     DeviceArray<__nv_bfloat16> out(size_t(m) * n);
     out.Poison();
-    cuda::LinearArgs a;
-    a.w = wm;
-    a.x = x.get();
-    a.out_bf16 = out.get();
-    a.m = m;
-    a.n = n;
-    a.k = k;
+    const cuda::LinearArgs a{wm, x.get(), out.get(), nullptr, m, n, k};
     ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
     CUDA_OK(cudaDeviceSynchronize());
     *out_host = out.Download();
@@ -282,15 +264,8 @@ std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeig
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<uint8_t> out(size_t(m) * n * (f32 ? 4 : 2));
   out.Poison();
-  cuda::LinearArgs a;
-  a.w = w.matrix();
-  a.x = x.get();
-  a.out_bf16 = f32 ? nullptr : reinterpret_cast<__nv_bfloat16*>(out.get());
-  a.out_f32 = f32 ? reinterpret_cast<float*>(out.get()) : nullptr;
-  a.m = m;
-  a.n = n;
-  a.k = k;
-  a.softcap = softcap;
+  const cuda::LinearArgs a{w.matrix(), x.get(), f32 ? nullptr : reinterpret_cast<__nv_bfloat16*>(out.get()),
+                           f32 ? reinterpret_cast<float*>(out.get()) : nullptr, m, n, k, softcap};
   EXPECT_TRUE(runner.Run(a, nullptr).ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint8_t> bytes = out.Download();
