@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the repository root, with a bundle made by
 # scripts/device_bundle.sh: the wgmma FP8 linear (kernels/gemv/wgmma_fp8.h)
-# for decode batches of 9..128 tokens, in two stages of under ~10 minutes
+# for decode batches of 1..64 tokens, in two stages of under ~10 minutes
 # each (one device call each; the second only once every test of the first
 # passed: integration only on a kernel that is right).
 # Stage `kernel` (the default):
 #   1. compute-sanitizer memcheck + racecheck on the exact one-hot patterns (if
 #      the tool is there), then the one-hot patterns alone: they name the first
 #      wrong (row, token) of a descriptor / swizzle / fragment mistake
-#   2. every WgmmaFp8Test (variants x splits x m at the 31B shapes, the LM head,
-#      odd shapes; graph replays; PDL), and the GEMV tests sharing the helpers
+#   2. every WgmmaFp8Test (variants x grids (K splits, stream-K) x m at the
+#      31B shapes, the LM head, odd shapes; graph replays; PDL), and the GEMV
+#      tests sharing the helpers
 #   3. gemv-fp8-bench, wgmma rows only (m = 16, 32, 64, weights rotated past
-#      L2), on the six 31B linears and the fp8 LM head; every candidate of
-#      5376 x 8192 (the o_proj, 42 row tiles: the split-K case)
+#      L2, a PDL stand-in kernel after each launch): best K split and best
+#      stream-K grid on the six 31B linears and the fp8 LM head; every
+#      candidate of 5376 x 8192 (the o_proj, 42 row tiles)
 # Stage `engine`: the engine's use of it (engine/cuda/wgmma_path.h, fp8
-# decode batches 1..32 against the GEMV and cuBLASLt):
+# decode batches 1..64 against the GEMV and cuBLASLt):
 #   1. LinearFp8Test.* (LinearRunner: wgmma after autotuning, forced, cached,
 #      switched off; the cuBLASLt paths as before)
 #   2. gemma-bench 31B fp8 batched decode, batches 4, 16 and 64 at contexts 64
@@ -66,12 +68,13 @@ fi
 
 test_bin="$bundle/bin/gpu_fp8_kernels_test"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [[ -n "$sanitizer" ]]; then
-  run sanitizer_memcheck 120 "$sanitizer" --tool memcheck "$test_bin" --gtest_filter='WgmmaFp8Test.OneHot*'
-  run sanitizer_racecheck 120 "$sanitizer" --tool racecheck "$test_bin" --gtest_filter='WgmmaFp8Test.OneHot*'
-fi
 run wgmma_onehot 60 "$test_bin" --gtest_filter='WgmmaFp8Test.OneHot*:WgmmaFp8Test.Rejects*'
-run wgmma_tests 480 "$test_bin" --gtest_brief=1 --gtest_filter='WgmmaFp8Test.*:GemvFp8Test.*'
+if [[ -n "$sanitizer" ]]; then
+  run sanitizer_memcheck 100 "$sanitizer" --tool memcheck "$test_bin" --gtest_filter='WgmmaFp8Test.OneHot*'
+  [[ -n "${RACECHECK:-}" ]] &&
+    run sanitizer_racecheck 100 "$sanitizer" --tool racecheck "$test_bin" --gtest_filter='WgmmaFp8Test.OneHot*'
+fi
+run wgmma_tests 300 "$test_bin" --gtest_brief=1 --gtest_filter='WgmmaFp8Test.*:GemvFp8Test.*'
 GEMMA_BENCH_WGMMA_ONLY=1 run wgmma_bench 240 "$bundle/bin/gemv-fp8-bench"
 GEMMA_BENCH_WGMMA_ONLY=1 run wgmma_bench_lm_head 120 "$bundle/bin/gemv-fp8-bench" 262144 5376
 GEMMA_BENCH_WGMMA_ONLY=1 GEMMA_BENCH_WGMMA_ALL=1 run wgmma_bench_all 120 "$bundle/bin/gemv-fp8-bench" 5376 8192

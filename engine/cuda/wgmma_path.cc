@@ -14,6 +14,7 @@
 #include "engine/cuda/linear.h"
 #include "engine/cuda/lt_gemm.h"
 #include "kernels/attention/autotune.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/gemv/wgmma_fp8.h"
@@ -51,21 +52,30 @@ WgmmaPreference PreferenceFromEnv() {
 
 }  // namespace
 
+std::string WgmmaPath::Name(const WgmmaChoice& c) {
+  return c.streamk_per_sm > 0 ? absl::StrCat(kernels::WgmmaFp8VariantName(c.variant), " sk", c.streamk_per_sm)
+                              : absl::StrCat(kernels::WgmmaFp8VariantName(c.variant), " x", c.splits);
+}
+
 std::string FormatWgmmaCacheEntry(const WgmmaChoice& c) {
   return absl::StrCat(c.variant >= 0 ? kernels::WgmmaFp8VariantName(c.variant) : "-", " ", c.splits, " ",
-                      MsToNs(c.wgmma_ms), " ", MsToNs(c.baseline_ms));
+                      c.streamk_per_sm, " ", MsToNs(c.wgmma_ms), " ", MsToNs(c.baseline_ms));
 }
 
 std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum) {
   const std::vector<std::string> f = absl::StrSplit(value, ' ', absl::SkipEmpty());
-  if (f.size() != 4) return std::nullopt;
+  if (f.size() != 5) return std::nullopt;
   WgmmaChoice c;
   int64_t wgmma_ns = 0, baseline_ns = 0;
-  if (!absl::SimpleAtoi(f[1], &c.splits) || !absl::SimpleAtoi(f[2], &wgmma_ns) ||
-      !absl::SimpleAtoi(f[3], &baseline_ns) || wgmma_ns < 0 || baseline_ns < 0) {
+  if (!absl::SimpleAtoi(f[1], &c.splits) || !absl::SimpleAtoi(f[2], &c.streamk_per_sm) ||
+      !absl::SimpleAtoi(f[3], &wgmma_ns) || !absl::SimpleAtoi(f[4], &baseline_ns) || wgmma_ns < 0 || baseline_ns < 0) {
     return std::nullopt;
   }
   if (c.splits < 1 || c.splits > kernels::kWgmmaFp8MaxSplits) return std::nullopt;
+  if (c.streamk_per_sm < 0 || c.streamk_per_sm > WgmmaPath::kMaxStreamKPerSm ||
+      (c.streamk_per_sm > 0 && c.splits != 1)) {
+    return std::nullopt;
+  }
   c.wgmma_ms = NsToMs(wgmma_ns);
   c.baseline_ms = NsToMs(baseline_ns);
   if (f[0] == "-") return c;  // no candidate could run: the baseline
@@ -95,9 +105,12 @@ absl::Status WgmmaPath::Reserve(int max_n) {
   for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
     per_cta = std::max(per_cta, static_cast<size_t>(kernels::WgmmaFp8RowsPerCta(v)) * kernels::WgmmaFp8VariantMaxM(v));
   }
+  const size_t split_floats =
+      std::min(per_cta * kMaxCtasPerSm * static_cast<size_t>(num_sms_),
+               kernels::WgmmaFp8WorkspaceFloats(-1, max_n, kSplits[std::size(kSplits) - 1]));
   const size_t floats =
-      std::min({kMaxWorkspaceBytes / sizeof(float), per_cta * kMaxCtasPerSm * static_cast<size_t>(num_sms_),
-                kernels::WgmmaFp8WorkspaceFloats(-1, max_n, kSplits[std::size(kSplits) - 1])});
+      std::min(kMaxWorkspaceBytes / sizeof(float),
+               std::max(split_floats, kernels::WgmmaFp8StreamKWorkspaceFloats(-1, kMaxStreamKPerSm * num_sms_)));
   if (counters <= num_counters_ && floats <= workspace_floats_) return absl::OkStatus();
   GEMMA_STATUS_RETURN_IF_ERROR(workspace_.Allocate(floats * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(counters_.Allocate(static_cast<size_t>(counters) * sizeof(int)));
@@ -120,17 +133,19 @@ void WgmmaPath::Disable() {
 std::vector<int> WgmmaPath::Buckets(int max_m) {
   std::set<int> buckets;
   for (int b = 1; b <= std::min(max_m, kernels::kGemvMaxBatch); ++b) buckets.insert(b);
-  for (int b : {16, kMaxM}) {
+  for (int b : {16, 32, kMaxM}) {
     const int capped = std::min(b, max_m);
     if (capped > kernels::kGemvMaxBatch) buckets.insert(capped);
   }
   return {buckets.begin(), buckets.end()};
 }
 
-bool WgmmaPath::Fits(int variant, int n, int splits) const {
-  if (splits == 1) return true;
-  return kernels::WgmmaFp8WorkspaceFloats(variant, n, splits) <= workspace_floats_ &&
-         kernels::WgmmaFp8RowTiles(variant, n) <= num_counters_;
+bool WgmmaPath::Fits(const WgmmaChoice& c, int n) const {
+  if (c.splits == 1 && c.streamk_per_sm == 0) return true;
+  const size_t floats = c.streamk_per_sm > 0
+                            ? kernels::WgmmaFp8StreamKWorkspaceFloats(c.variant, c.streamk_per_sm * num_sms_)
+                            : kernels::WgmmaFp8WorkspaceFloats(c.variant, n, c.splits);
+  return floats <= workspace_floats_ && kernels::WgmmaFp8RowTiles(c.variant, n) <= num_counters_;
 }
 
 // The key names what the cached choice depends on besides the GPU: the
@@ -142,7 +157,7 @@ std::string WgmmaPath::CacheKey(int n, int k, int bucket, bool codes_given) cons
                                                   codes_given ? "" : "/quant")
                                    : absl::StrCat("/lt", cublasLtGetVersion());
   return kernels::attention::AutotuneCache::Key(
-      "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(),
+      "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(), "/sk",
                                 fast_accum_ ? "/fast" : "/fp32acc", baseline));
 }
 
@@ -152,7 +167,7 @@ bool WgmmaPath::Load(int n, int k, int bucket, bool codes_given) {
   const auto hit = cache.Lookup(CacheKey(n, k, bucket, codes_given));
   if (!hit) return false;
   const std::optional<WgmmaChoice> c = ParseWgmmaCacheEntry(*hit, bucket, fast_accum_);
-  if (!c || (c->variant >= 0 && !Fits(c->variant, n, c->splits))) return false;
+  if (!c || (c->variant >= 0 && !Fits(*c, n))) return false;
   choices_[{n, k, bucket}] = *c;
   ++cache_hits_;
   return true;
@@ -225,13 +240,21 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       a.n = n;
       a.k = k;
       a.softcap = softcap;
-      // Launch i of a sequence reads the i-th matrix (mod count).
+      // Launch i of a sequence reads the i-th matrix (mod count). Above the
+      // GEMV batches each launch is followed by a PDL stand-in kernel, as a
+      // decode step follows each linear with a small kernel: a wgmma
+      // launch's partial last wave then costs what it costs in a step
+      // instead of hiding behind the next launch's weight prefetch (cuBLASLt
+      // launches without PDL, so back to back it alone paid for its tail).
+      auto stand_in = [&](std::string err) {
+        return err.empty() && !gemv_bucket ? kernels::LaunchPdlStandIn(stream) : err;
+      };
       auto time_baseline = [&] {
         return (*timer)->MeanMs(
             [&](int i) {
               a.w = mats[i % count];
               const absl::Status st = baseline(a);
-              return st.ok() ? std::string() : std::string(st.message());
+              return stand_in(st.ok() ? std::string() : std::string(st.message()));
             },
             reps, stream);
       };
@@ -243,7 +266,7 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
               if (!codes_given) {
                 if (const absl::Status st = quantize(q); !st.ok()) return std::string(st.message());
               }
-              return Launch(q, c, stream);
+              return stand_in(Launch(q, c, stream));
             },
             reps, stream);
       };
@@ -255,18 +278,23 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
         if (kernels::WgmmaFp8VariantMaxM(v) != tile || (gemv_bucket && gemv_bucket_best.variant >= 0)) continue;
         if ((!fast_accum_ || gemv_bucket) && !kernels::WgmmaFp8VariantPromotes(v)) continue;
         const int tiles = kernels::WgmmaFp8RowTiles(v, n);
+        std::vector<WgmmaChoice> candidates;
         for (int splits : kSplits) {
-          if (splits > 1 && (splits > k_tiles || tiles * splits > kMaxCtasPerSm * num_sms_ || !Fits(v, n, splits))) {
-            continue;
-          }
-          const WgmmaChoice c{v, splits, 0.0f, 0.0f};
+          if (splits > 1 && (splits > k_tiles || tiles * splits > kMaxCtasPerSm * num_sms_)) continue;
+          candidates.push_back({.variant = v, .splits = splits});
+        }
+        const int fit = std::min(kMaxStreamKPerSm, kernels::WgmmaFp8CtasPerSm(v));
+        for (int per_sm = 1; per_sm <= fit && num_sms_ > 0; ++per_sm) {
+          candidates.push_back({.variant = v, .streamk_per_sm = per_sm});
+        }
+        for (const WgmmaChoice& c : candidates) {
+          if (!Fits(c, n)) continue;
           auto ms = time_wgmma(c);
           if (!ms.ok()) {
             // A variant this GPU or driver cannot launch (rejected before
             // any device work) is no candidate; a device fault is an error.
             GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-            spdlog::debug("cuda: wgmma {} x{} on {}x{}: {}", kernels::WgmmaFp8VariantName(v), splits, n, k,
-                          ms.status().ToString());
+            spdlog::debug("cuda: wgmma {} on {}x{}: {}", Name(c), n, k, ms.status().ToString());
             continue;
           }
           if (*ms < best_ms) {
@@ -295,10 +323,7 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
     const WgmmaChoice& c = choices_.at({n, k, b});
     const bool cached = std::find(untuned.begin(), untuned.end(), b) == untuned.end();
     absl::StrAppend(&line, "; m", b, ": ");
-    if (c.variant >= 0) {
-      absl::StrAppend(&line, kernels::WgmmaFp8VariantName(c.variant), " x", c.splits, " ", c.wgmma_ms * 1e3f,
-                      " us vs ");
-    }
+    if (c.variant >= 0) absl::StrAppend(&line, Name(c), " ", c.wgmma_ms * 1e3f, " us vs ");
     const char* base = b <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt";
     absl::StrAppend(&line, base, " ", c.baseline_ms * 1e3f, " us -> ",
                     c.variant >= 0 && c.wgmma_ms < c.baseline_ms ? "wgmma" : base, cached ? " (cached)" : "");
@@ -322,8 +347,8 @@ const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int
 }
 
 std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream) {
-  const bool split = c.splits > 1;
-  if (split && !Fits(c.variant, a.n, c.splits)) return "wgmma_fp8: split-K scratch not reserved for this shape";
+  const bool split = c.splits > 1 || c.streamk_per_sm > 0;
+  if (split && !Fits(c, a.n)) return "wgmma_fp8: split-K / stream-K scratch not reserved for this shape";
   return kernels::LaunchWgmmaFp8({.w = a.w.wgmma,
                                   .w_scale = a.w.row_scale,
                                   .x = a.x_fp8,
@@ -337,13 +362,14 @@ std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStr
                                   .variant = c.variant,
                                   .splits = c.splits,
                                   .workspace = split ? workspace_.get<float>() : nullptr,
-                                  .counters = split ? counters_.get<int>() : nullptr},
+                                  .counters = split ? counters_.get<int>() : nullptr,
+                                  .streamk_ctas = c.streamk_per_sm * num_sms_},
                                  stream);
 }
 
 std::string WgmmaPath::Describe(const DeviceMatrix& w, int n, int k, int m) const {
   const WgmmaChoice* c = ChoiceFor(w, n, k, m);
-  if (c) return absl::StrCat(kernels::WgmmaFp8VariantName(c->variant), " x", c->splits);
+  if (c) return Name(*c);
   return m <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt";
 }
 

@@ -3,15 +3,17 @@
 // descriptor (DeviceMatrix::wgmma), LinearRunner launches it instead of what
 // it would run otherwise — the fp8 GEMV at m <= kGemvMaxBatch, cuBLASLt's FP8
 // GEMM (+ scale epilogue) above — where start-up timing measured it faster.
-// This object holds what that takes: the split-K scratch (Reserve, once,
+// This object holds what that takes: the split-K / stream-K scratch (Reserve, once,
 // before any graph capture), the measured choice per (n, k, bucket) (also
 // kept in the autotune cache file, next to the GEMV's), and the launch.
 //
 // Why measured per shape and bucket, not assumed: the kernel streams the
 // weights at up to ~4 TB/s where cuBLASLt's skinny FP8 GEMMs reach ~2.4-2.75,
 // and its TMA ring beats the GEMV's per-thread loads on the tall matrices
-// (QKV, gate/up) even at one token, but which variant x K split gets there
-// depends on the row tiles per SM of each shape and on m; where no candidate
+// (QKV, gate/up) even at one token, but which variant x K split or
+// stream-K grid gets there depends on the row tiles per SM of each shape
+// and on m (stream-K has no partial last wave, which back-to-back timing
+// would hide and a real step pays for); where no candidate
 // beats the baseline (the GEMV or cuBLASLt), the baseline stays. Every GEMV
 // batch (1..kGemvMaxBatch) is its own bucket (the GEMV's time grows with m,
 // the 16-token wgmma's does not); above, batches between buckets take the
@@ -54,40 +56,42 @@ enum class WgmmaPreference {
   kForce,     // wgmma wherever a candidate was timed (tests, A/B)
 };
 
-// One measured (n, k, bucket): the fastest wgmma variant x K split (variant
-// -1: no candidate could run) and the baseline's time on the same launches
-// (the fp8 GEMV's at buckets up to kGemvMaxBatch, else cuBLASLt's).
+// One measured (n, k, bucket): the fastest wgmma variant x K split or
+// stream-K grid (variant -1: no candidate could run) and the baseline's time
+// on the same launches (the fp8 GEMV's at buckets up to kGemvMaxBatch, else
+// cuBLASLt's).
 struct WgmmaChoice {
   int variant = -1;
   int splits = 1;
+  int streamk_per_sm = 0;  // > 0: stream-K over this many CTAs per SM (splits 1)
   float wgmma_ms = 0.0f;
   float baseline_ms = 0.0f;
 };
 
-// Cache line of a choice: "<variant name or -> <splits> <wgmma ns>
-// <baseline ns>" (whole nanoseconds, so a cached choice decides alike).
+// Cache line of a choice: "<variant name or -> <splits> <stream-K CTAs per
+// SM> <wgmma ns> <baseline ns>" (whole nanoseconds, so a cached choice
+// decides alike).
 std::string FormatWgmmaCacheEntry(const WgmmaChoice& c);
 // The choice in `value`; nullopt when malformed or naming what this build
 // would not run at `bucket` tokens: an unknown variant, one whose token tile
 // is narrower than the bucket, a tensor-core-accumulating ("wg-") one when
 // fast accumulation is off or at a GEMV batch, splits outside
-// 1..kWgmmaFp8MaxSplits, negative times. (The scratch fit is the caller's
-// check.)
+// 1..kWgmmaFp8MaxSplits, stream-K outside 0..kMaxCtasPerSm or with splits,
+// negative times. (The scratch fit is the caller's check.)
 std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bucket, bool fast_accum);
 
 class WgmmaPath {
  public:
-  // The largest decode bucket tuned. Not 64: at 64 tokens the tuned choice
-  // beat cuBLASLt in isolation (QKV, gate/up, LM head) yet made whole
-  // decode steps ~0.65 ms slower (H200, 31B, batch 64, contexts 64 and
-  // 2048; equal at 32, 8-13 % faster at 4-16). Batches above run cuBLASLt.
-  static constexpr int kMaxM = 32;
+  // The largest decode bucket tuned; batches above run cuBLASLt.
+  static constexpr int kMaxM = 64;
   // Split-K partials: candidates needing more are skipped.
   static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
   // K splits tried, and at most this many CTAs per SM from them (more only
-  // queue behind each other and add fixup traffic).
+  // queue behind each other and add fixup traffic); stream-K grids of 1 ..
+  // kMaxStreamKPerSm CTAs per SM (as many as fit).
   static constexpr int kSplits[] = {1, 2, 3, 4, 6, 8};
   static constexpr int kMaxCtasPerSm = 4;
+  static constexpr int kMaxStreamKPerSm = 2;
 
   WgmmaPath();  // reads GEMMA_FP8_WGMMA and GEMMA_FP8_FAST_ACCUM
   WgmmaPreference preference() const { return preference_; }
@@ -104,7 +108,7 @@ class WgmmaPath {
   absl::Status Reserve(int max_n);
 
   // The buckets tuned for decode batches of up to max_m: every batch
-  // 1..kGemvMaxBatch, then 16 and 32 capped at max_m (e.g. max_m 20:
+  // 1..kGemvMaxBatch, then 16, 32 and 64 capped at max_m (e.g. max_m 20:
   // 1..8, 16, 20).
   static std::vector<int> Buckets(int max_m);
 
@@ -133,8 +137,10 @@ class WgmmaPath {
   // Launches c for a (a.x_fp8 and a.x_scale set); "" on success, else why
   // not (nothing was launched when validation failed).
   std::string Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream);
-  // "wgp-n16c2t1s6 x4", "GEMV" or "cuBLASLt": what Run takes (logs, tests).
+  // "wgp-n16c2t1s6 x4" (4 K splits), "wg-n64c2t2s5 sk1" (stream-K, one CTA
+  // per SM), "GEMV" or "cuBLASLt": what Run takes (logs, tests).
   std::string Describe(const DeviceMatrix& w, int n, int k, int m) const;
+  static std::string Name(const WgmmaChoice& c);
 
   // `codes_given` as in Autotune (it changes what GEMV buckets compare).
   std::string CacheKey(int n, int k, int bucket, bool codes_given = true) const;
@@ -144,8 +150,8 @@ class WgmmaPath {
   int cache_hits() const { return cache_hits_; }
 
  private:
-  // Whether the scratch holds a launch of `variant` x `splits` over n rows.
-  bool Fits(int variant, int n, int splits) const;
+  // Whether the scratch holds a launch of c over n rows.
+  bool Fits(const WgmmaChoice& c, int n) const;
   bool Load(int n, int k, int bucket, bool codes_given);
   void Store(int n, int k, int bucket, bool codes_given) const;
 

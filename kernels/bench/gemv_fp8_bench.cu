@@ -11,9 +11,12 @@
 //
 // Per shape, m = 16, 32, 64 tokens then run the wgmma FP8 linear
 // (kernels/gemv/wgmma_fp8.h, the decode batches above the GEMV's 8): the
-// fastest variant x K split, timed while rotating through enough weight
-// copies (each with its own TMA map) to keep them out of L2 (what a decode
-// step sees), and the same choice back to back on one buffer.
+// fastest variant x K split and the fastest variant x stream-K grid (1 or 2
+// CTAs per SM), timed while rotating through enough weight copies (each with
+// its own TMA map) to keep them out of L2 (what a decode step sees), each
+// launch followed by a one-block PDL stand-in kernel (as a decode step
+// follows a linear with a small kernel; GEMMA_BENCH_BACK_TO_BACK=1 leaves it
+// out), and the split choice back to back on one buffer.
 // GEMMA_BENCH_WGMMA_ALL=1 prints every candidate (and times every variant,
 // not only the narrowest token tile that covers m); GEMMA_BENCH_WGMMA_ONLY=1
 // leaves the batch 1..8 GEMVs out, GEMMA_BENCH_NO_WGMMA=1 the wgmma rows.
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "kernels/bench/mean_launch_ms.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/gemv/wgmma_fp8.h"
@@ -158,9 +162,13 @@ void BenchWgmma(const Buffers& b, int n, int k) {
   int* counters = nullptr;
   __nv_bfloat16* out = nullptr;
   const int row_tiles = kn::WgmmaFp8RowTiles(-1, n);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const bool stand_in = !EnvFlag("GEMMA_BENCH_BACK_TO_BACK");
   bool ok = cudaMalloc(&x8, size_t(kMaxM) * k) == cudaSuccess && cudaMalloc(&xs, kMaxM * 4) == cudaSuccess &&
             cudaMalloc(&out, size_t(kMaxM) * n * 2) == cudaSuccess &&
-            cudaMalloc(&workspace, kn::WgmmaFp8WorkspaceFloats(-1, n, kn::kWgmmaFp8MaxSplits) * 4) == cudaSuccess &&
+            cudaMalloc(&workspace, std::max(kn::WgmmaFp8WorkspaceFloats(-1, n, kn::kWgmmaFp8MaxSplits),
+                                            kn::WgmmaFp8StreamKWorkspaceFloats(-1, 2 * sms)) * 4) == cudaSuccess &&
             cudaMalloc(&counters, row_tiles * 4) == cudaSuccess;
   w[0] = b.w8;
   for (int c = 1; c < copies && ok; ++c) {
@@ -205,40 +213,57 @@ void BenchWgmma(const Buffers& b, int n, int k) {
     p.m = m;
     p.workspace = workspace;
     p.counters = counters;
-    double best_us = 1e30;
-    int best_v = -1, best_s = 1;
+    // Grids: K splits > 0, or -c: stream-K over c CTAs per SM.
+    std::vector<int> grids(std::begin(kSplits), std::end(kSplits));
+    grids.push_back(-1);
+    grids.push_back(-2);
+    double best_us[2] = {1e30, 1e30};  // [stream-K]
+    int best_v[2] = {-1, -1}, best_g[2] = {1, 1};
+    auto set_grid = [&](int grid) {
+      p.splits = grid > 0 ? grid : 1;
+      p.streamk_ctas = grid < 0 ? -grid * sms : 0;
+    };
+    auto grid_name = [](int grid) {
+      return grid > 0 ? "x" + std::to_string(grid) : "sk" + std::to_string(-grid);
+    };
     for (int v = 0; v < kn::NumWgmmaFp8Variants(); ++v) {
       if (!kn::WgmmaFp8VariantSupportsM(v, m) || (kn::WgmmaFp8VariantMaxM(v) != narrowest && !all)) continue;
-      for (int splits : kSplits) {
+      for (int grid : grids) {
+        if (grid < 0 && -grid > kn::WgmmaFp8CtasPerSm(v)) continue;  // a second wave
         p.variant = v;
-        p.splits = splits;
+        set_grid(grid);
         int i = 0;
         std::string err;
         const double us = TimeUs([&] {
           p.w = &maps[i++ % copies];
           const std::string e = kn::LaunchWgmmaFp8(p, nullptr);
+          if (stand_in) kn::LaunchPdlStandIn(nullptr);
           if (err.empty()) err = e;
         });
         if (!err.empty()) {
-          std::printf("  wgmma-fp8 %s x%d: %s\n", kn::WgmmaFp8VariantName(v), splits, err.c_str());
+          std::printf("  wgmma-fp8 %s %s: %s\n", kn::WgmmaFp8VariantName(v), grid_name(grid).c_str(), err.c_str());
           continue;
         }
         if (all) {
-          std::printf("  wgmma-fp8 %6d x %5d m%d %-14s x%-2d %7.1f us %5.2f TB/s\n", n, k, m,
-                      kn::WgmmaFp8VariantName(v), splits, us, bytes / us / 1e6);
+          std::printf("  wgmma-fp8 %6d x %5d m%d %-14s %-4s %7.1f us %5.2f TB/s\n", n, k, m,
+                      kn::WgmmaFp8VariantName(v), grid_name(grid).c_str(), us, bytes / us / 1e6);
         }
-        if (us < best_us) best_us = us, best_v = v, best_s = splits;
+        const int sk = grid < 0;
+        if (us < best_us[sk]) best_us[sk] = us, best_v[sk] = v, best_g[sk] = grid;
       }
     }
-    if (best_v < 0) continue;
-    p.variant = best_v;
-    p.splits = best_s;
-    p.w = &maps[0];
-    const double hot_us = TimeUs([&] { kn::LaunchWgmmaFp8(p, nullptr); });
-    std::printf("wgmma-fp8 %6d x %5d m%-2d %-14s splits %-2d %7.1f us %5.2f TB/s (%d weight copies; back to back "
-                "on one: %.1f us %.2f TB/s)\n",
-                n, k, m, kn::WgmmaFp8VariantName(best_v), best_s, best_us, bytes / best_us / 1e6, copies, hot_us,
-                bytes / hot_us / 1e6);
+    for (int sk : {0, 1}) {
+      if (best_v[sk] < 0) continue;
+      p.variant = best_v[sk];
+      set_grid(best_g[sk]);
+      p.w = &maps[0];
+      const double hot_us = TimeUs([&] { kn::LaunchWgmmaFp8(p, nullptr); });
+      std::printf("wgmma-fp8 %6d x %5d m%-2d %-14s %-4s %7.1f us %5.2f TB/s (%d weight copies%s; back to back "
+                  "on one: %.1f us %.2f TB/s)\n",
+                  n, k, m, kn::WgmmaFp8VariantName(best_v[sk]), grid_name(best_g[sk]).c_str(), best_us[sk],
+                  bytes / best_us[sk] / 1e6, copies, stand_in ? ", stand-in after each" : "", hot_us,
+                  bytes / hot_us / 1e6);
+    }
   }
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) std::printf("CUDA error: %s\n", cudaGetErrorString(err));

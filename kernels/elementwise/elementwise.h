@@ -57,4 +57,11 @@ struct SoftcapParams {
 };
 std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream);
 
+// One block that only waits for the previous kernel and then lets the next
+// one launch (PDL): what a decode step's small kernels between two linears
+// (norm, gelu gate, quantization) do to the linears' overlap. Start-up
+// tuners launch it between timed launches, so that a launch's partial last
+// wave is not hidden behind the next launch's start.
+std::string LaunchPdlStandIn(cudaStream_t stream);
+
 }  // namespace gemma::kernels

@@ -1,9 +1,8 @@
 // Design notes (see the header for the contract).
 //
 // CTA = C consumer warpgroups (warps 0 .. 4C-1) + one producer warp (warp 4C).
-// The CTA owns BM = 64 * C * T weight rows (row tile blockIdx.x) and the
-// k-tiles [kt_begin, kt_end) of split blockIdx.y; a k-tile is 128 k values
-// (128 bytes of E4M3: exactly one 128-byte swizzle span).
+// A row tile is BM = 64 * C * T weight rows; a k-tile is 128 k values (128
+// bytes of E4M3: exactly one 128-byte swizzle span).
 //
 // Shared memory: a ring of S stages, each [C * T weight boxes of 64 rows x
 // 128 B][one x box of N rows x 128 B], every box 1024-byte aligned (the
@@ -15,12 +14,12 @@
 // read the stage have completed).
 //
 // Producer (lane 0 of the producer warp): issues the weight boxes of the
-// first min(S, nk) stages, then griddepcontrol.wait (weights are constants;
-// x, the workspace and the counters may be written by the previous kernel),
-// lets dependents launch, issues those stages' x boxes, then the steady
-// state: wait empty[s], expect_tx, weight boxes + x box. The consumers load
-// their weight scales (constants), then griddepcontrol.wait too before
-// anything else (they could not start before the first x box anyway). So
+// first min(S, units of its run) stages, then griddepcontrol.wait (weights
+// are constants; x, the workspace and the counters may be written by the
+// previous kernel), lets dependents launch, issues those stages' x boxes,
+// then the steady state: wait empty[s], expect_tx, weight boxes + x box. The
+// consumers griddepcontrol.wait before anything else (they could not start
+// before the first x box anyway). So
 // every thread of every CTA waits before it exits, and only constants are
 // read before the wait (the PDL rule in kernels/common/pdl.cuh).
 //
@@ -45,13 +44,22 @@
 //     fast accumulation, which the engine's FP8 GEMMs use, has the same);
 //     promotion every 128 k bounds it at the cost of a wait per tile.
 //
-// Split-K (splits > 1): every CTA writes its raw accumulators (no scales) to
-// workspace[tile][split][register][consumer thread] (coalesced; the layout
-// is the fragment itself, so no transposition), __threadfence, and one
-// thread counts the arrival on counters[tile]; the CTA that brings the
-// count to splits sums the splits' partials in order 0..S-1 (its own from
-// registers: the same bits), resets the counter to 0 and stores. The sum
+// Work units: (row tile, 128-k tile) pairs, numbered tile * k_tiles + kt.
+// Every CTA takes a contiguous run of them (RangeBegin): one row tile's K
+// split in `splits` equal parts (CTA c = tile * splits + split), or, with
+// stream-K, an equal share of all units (a persistent one-wave grid; a run
+// may start and end inside row tiles). The producer streams the run through
+// the ring without a break at row-tile boundaries; the consumers close a
+// segment at each boundary. A segment that is a whole row tile is stored
+// directly. Otherwise every contributor writes its raw sums (no scales) to
+// its workspace slot, [float4 of registers][consumer thread] (coalesced),
+// __threadfence, and one thread counts the arrival on counters[tile]; the
+// CTA that brings the count to the number of contributors sums the parts in
+// CTA order (its own from registers when first: the same bits), all loads of
+// a part in flight at once, resets the counter to 0 and stores. The sum
 // order does not depend on which CTA arrives last: bit-identical results.
+// (The fixup once loaded one float per step of a runtime loop: its L2 round
+// trips in series made every split launch slower than the unsplit one.)
 //
 // PTX ISA references are to the 9.x manual's section 9.7.15 "Asynchronous
 // Warpgroup Level Matrix Multiply-Accumulate Instructions" (docs.nvidia.com/
@@ -284,8 +292,35 @@ struct KernelArgs {
   float* workspace;
   int* counters;
   int n, m, k_tiles, splits;
+  // Stream-K (streamk != 0): the grid's `ctas` CTAs split the `units` =
+  // row tiles x k_tiles work units into contiguous, equal ranges; else CTA
+  // c is (row tile c / splits, K split c % splits).
+  int streamk, ctas, units;
   float softcap;
 };
+
+// The first work unit (row tile * k_tiles + k-tile) of CTA c; c = ctas gives
+// the end. Contiguous ranges, non-empty while ctas <= units (the launcher's
+// rule) and splits <= k_tiles.
+__device__ __forceinline__ int RangeBegin(const KernelArgs& a, int c) {
+  if (a.streamk) return static_cast<int>(static_cast<int64_t>(c) * a.units / a.ctas);
+  return (c / a.splits) * a.k_tiles + static_cast<int>(static_cast<int64_t>(a.k_tiles) * (c % a.splits) / a.splits);
+}
+
+// The CTA whose range holds unit u (the inverse of RangeBegin).
+__device__ __forceinline__ int CtaOfUnit(const KernelArgs& a, int u) {
+  if (a.streamk) return static_cast<int>((static_cast<int64_t>(u + 1) * a.ctas - 1) / a.units);
+  const int kt = u % a.k_tiles;
+  return (u / a.k_tiles) * a.splits + static_cast<int>((static_cast<int64_t>(kt + 1) * a.splits - 1) / a.k_tiles);
+}
+
+// Workspace slot of CTA c's partial sums of row tile `tile`. A split CTA
+// has one segment; a stream-K CTA at most two partial ones (the tail of its
+// first tile, the head of its last; the tiles between are whole).
+__device__ __forceinline__ int SlotOf(const KernelArgs& a, int c, int tile) {
+  if (!a.streamk) return c;
+  return 2 * c + (RangeBegin(a, c) / a.k_tiles == tile ? 0 : 1);
+}
 
 // Scales the accumulator fragments and stores rows < n, tokens < m.
 // wsc[tt][h]: the weight scale of row row_base + 64 tt + g + 8 h.
@@ -330,8 +365,10 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
   constexpr int kStageBytes = kWBytes + kXBytes;
   constexpr int kAcc = N / 2;                  // fp32 accumulators per thread per 64-row tile
   constexpr int kConsumers = C * 128;
+  constexpr int kQuads = T * kAcc / 4;         // float4s of one thread's partial sums
   static_assert(kXBytes % kSwizzleAtom == 0 && kStageBytes % kSwizzleAtom == 0, "stages must stay 1024-aligned");
   static_assert(N % 16 == 0 && N >= 16 && N <= 256, "wgmma N");
+  static_assert(kAcc % 4 == 0, "partials move as float4");
 
   __shared__ __align__(8) uint64_t full_bar[S];
   __shared__ __align__(8) uint64_t empty_bar[S];
@@ -339,11 +376,9 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
   extern __shared__ uint8_t smem_raw[];  // launched with S * kStageBytes + 1024 bytes
   const uint32_t ring = (SmemAddr(smem_raw) + (kSwizzleAtom - 1)) & ~static_cast<uint32_t>(kSwizzleAtom - 1);
 
-  const int tile = blockIdx.x, split = blockIdx.y;
-  const int row0 = tile * kRows;
-  const int kt_begin = static_cast<int>(static_cast<int64_t>(a.k_tiles) * split / a.splits);
-  const int kt_end = static_cast<int>(static_cast<int64_t>(a.k_tiles) * (split + 1) / a.splits);
-  const int nk = kt_end - kt_begin;
+  const int cta = blockIdx.x;
+  const int u_begin = RangeBegin(a, cta), u_end = RangeBegin(a, cta + 1);
+  const int nk = a.k_tiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if (threadIdx.x == kConsumers) {
@@ -364,36 +399,35 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
       PrefetchTensorMap(&xmap);
       uint64_t policy;
       asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      // Unit i of this CTA (work unit u_begin + i) goes through stage i % S.
       // Weight boxes that start past row n are not loaded: their accumulator
       // rows (computed from whatever the stage held) are never stored, and
       // no TMA box is ever entirely out of bounds. Partly out-of-bounds
       // boxes (rows or k) are zero-filled and count in full.
-      const int boxes = min(C * T, (a.n - row0 + kWgmmaFp8BoxRows - 1) / kWgmmaFp8BoxRows);
-      const uint32_t stage_tx = static_cast<uint32_t>(boxes * kBoxBytes + kXBytes);
       auto load_weights = [&](int i) {
+        const int u = u_begin + i, row0 = (u / nk) * kRows, kt = u % nk;
+        const int boxes = min(C * T, (a.n - row0 + kWgmmaFp8BoxRows - 1) / kWgmmaFp8BoxRows);
         const uint32_t stage = ring + static_cast<uint32_t>((i % S) * kStageBytes);
         const uint32_t bar = SmemAddr(&full_bar[i % S]);
-        MbarArriveExpectTx(bar, stage_tx);  // weights and x of the stage
+        MbarArriveExpectTx(bar, static_cast<uint32_t>(boxes * kBoxBytes + kXBytes));  // weights and x
 #pragma unroll
         for (int b = 0; b < C * T; ++b) {
-          if (b < boxes) {
-            TmaLoad2dHint(stage + b * kBoxBytes, &wmap, (kt_begin + i) * kTileK, row0 + b * kWgmmaFp8BoxRows, bar,
-                          policy);
-          }
+          if (b < boxes) TmaLoad2dHint(stage + b * kBoxBytes, &wmap, kt * kTileK, row0 + b * kWgmmaFp8BoxRows, bar, policy);
         }
       };
       auto load_x = [&](int i) {
         const uint32_t stage = ring + static_cast<uint32_t>((i % S) * kStageBytes);
-        TmaLoad2d(stage + kWBytes, &xmap, (kt_begin + i) * kTileK, 0, SmemAddr(&full_bar[i % S]));
+        TmaLoad2d(stage + kWBytes, &xmap, ((u_begin + i) % nk) * kTileK, 0, SmemAddr(&full_bar[i % S]));
       };
-      const int pre = min(nk, S);
+      const int count = u_end - u_begin;
+      const int pre = min(count, S);
       // Weights are constants: stream the first stages while the previous
       // kernel may still run.
       for (int i = 0; i < pre; ++i) load_weights(i);
       WaitForPreviousKernel();
       AllowDependentLaunch();
       for (int i = 0; i < pre; ++i) load_x(i);
-      for (int i = pre; i < nk; ++i) {
+      for (int i = pre; i < count; ++i) {
         // Use r = i / S >= 1 of stage i % S: wait for the consumers' release
         // of use r - 1 (the empty barrier's phase r - 1).
         MbarWait(SmemAddr(&empty_bar[i % S]), ((i / S) - 1) & 1);
@@ -411,13 +445,7 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
   const int cw = warp / 4;                   // consumer warpgroup
   const int g = lane / 4, t = lane % 4;
   const int ctid = threadIdx.x;              // 0 .. kConsumers - 1
-  const int row_base = row0 + cw * T * 64 + (warp % 4) * 16;
-  // The weight scales are constants: in flight during the main loop.
-  float wsc[T][2];
-#pragma unroll
-  for (int tt = 0; tt < T; ++tt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) wsc[tt][h] = __ldg(a.w_scale + min(row_base + tt * 64 + g + 8 * h, a.n - 1));
+  const int row_in_tile = cw * T * 64 + (warp % 4) * 16;
   // x_scale, the workspace, the counters and the output may belong to the
   // previous kernel until this returns (nothing is lost: the first x box
   // comes only after the producer's own wait). x_scale goes to L1 for the
@@ -425,100 +453,135 @@ __global__ void __launch_bounds__(C * 128 + 32) WgmmaFp8Kernel(const __grid_cons
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if (ctid * 32 < a.m) asm volatile("prefetch.global.L1 [%0];" ::"l"(a.x_scale + ctid * 32));
-  float acc[T][kAcc];
-#pragma unroll
-  for (int tt = 0; tt < T; ++tt)
-#pragma unroll
-    for (int r = 0; r < kAcc; ++r) acc[tt][r] = 0.0f;
 
-  // P: tile sums (4 k32-steps from zero) land here first.
-  float part[P ? T : 1][P ? kAcc : 1];
-#pragma unroll
-  for (int tt = 0; tt < (P ? T : 1); ++tt)
-#pragma unroll
-    for (int r = 0; r < (P ? kAcc : 1); ++r) part[tt][r] = 0.0f;
-
-  for (int i = 0; i < nk; ++i) {
-    const int s = i % S;
-    MbarWait(SmemAddr(&full_bar[s]), (i / S) & 1);
-    const uint32_t stage = ring + static_cast<uint32_t>(s * kStageBytes);
-    const uint64_t b_desc = SmemDescSw128(stage + kWBytes);
-    if constexpr (P) {
-#pragma unroll
-      for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
-      WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kTileK / 32; ++kk) {
-#pragma unroll
-        for (int tt = 0; tt < T; ++tt) {
-          const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
-          // +32 bytes of k per step: +2 in the 16-byte start-address field;
-          // the tile's first step overwrites (scale-d = 0).
-          WgmmaE4M3<N>(part[tt], a_desc + 2 * kk, b_desc + 2 * kk, kk > 0);
-        }
-      }
-      WgmmaCommit();
-      WgmmaWait<0>();
-#pragma unroll
-      for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
-      if (lane == 0) MbarArrive(SmemAddr(&empty_bar[s]));
-#pragma unroll
-      for (int tt = 0; tt < T; ++tt)
-#pragma unroll
-        for (int r = 0; r < kAcc; ++r) acc[tt][r] += part[tt][r];
-    } else {
-#pragma unroll
-      for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-      WgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kTileK / 32; ++kk) {
-#pragma unroll
-        for (int tt = 0; tt < T; ++tt) {
-          const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
-          // +32 bytes of k per step: +2 in the 16-byte start-address field.
-          WgmmaE4M3<N>(acc[tt], a_desc + 2 * kk, b_desc + 2 * kk, 1);
-        }
-      }
-      WgmmaCommit();
-#pragma unroll
-      for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-      // Keep this tile's group in flight; the previous one has completed, so
-      // its stage may be refilled.
-      WgmmaWait<1>();
-      if (i > 0 && lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
-    }
-  }
-  WgmmaWait<0>();
-#pragma unroll
-  for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
-
-  if (a.splits > 1) {
-    constexpr int kSlice = T * kAcc * kConsumers;  // floats of one split's partials
-    float* tile_ws = a.workspace + static_cast<size_t>(tile) * a.splits * kSlice;
-    float* mine = tile_ws + static_cast<size_t>(split) * kSlice;
+  int i = 0;  // units consumed = the ring position
+  for (int u = u_begin; u < u_end;) {
+    // One segment: the units of row tile `tile` in this CTA's range.
+    const int tile = u / nk;
+    const int seg_end = min(u_end, (tile + 1) * nk);
+    const bool whole = u == tile * nk && seg_end == (tile + 1) * nk;
+    const int row_base = tile * kRows + row_in_tile;
+    // The weight scales are constants: in flight during the segment.
+    float wsc[T][2];
 #pragma unroll
     for (int tt = 0; tt < T; ++tt)
 #pragma unroll
-      for (int r = 0; r < kAcc; ++r) __stcg(mine + (tt * kAcc + r) * kConsumers + ctid, acc[tt][r]);
-    __threadfence();
-    ConsumerBarrier(kConsumers);
-    if (ctid == 0) last_flag = atomicAdd(&a.counters[tile], 1) == a.splits - 1;
-    ConsumerBarrier(kConsumers);
-    if (!last_flag) return;
-    __threadfence();
+      for (int h = 0; h < 2; ++h) wsc[tt][h] = __ldg(a.w_scale + min(row_base + tt * 64 + g + 8 * h, a.n - 1));
+    float acc[T][kAcc];
 #pragma unroll
-    for (int tt = 0; tt < T; ++tt) {
+    for (int tt = 0; tt < T; ++tt)
 #pragma unroll
-      for (int r = 0; r < kAcc; ++r) {
-        const int idx = (tt * kAcc + r) * kConsumers + ctid;
-        float v = 0.0f;
-        for (int q = 0; q < a.splits; ++q) v += q == split ? acc[tt][r] : __ldcg(tile_ws + static_cast<size_t>(q) * kSlice + idx);
-        acc[tt][r] = v;
+      for (int r = 0; r < kAcc; ++r) acc[tt][r] = 0.0f;
+    // P: tile sums (4 k32-steps from zero) land here first.
+    float part[P ? T : 1][P ? kAcc : 1];
+#pragma unroll
+    for (int tt = 0; tt < (P ? T : 1); ++tt)
+#pragma unroll
+      for (int r = 0; r < (P ? kAcc : 1); ++r) part[tt][r] = 0.0f;
+
+    for (const int first = i; u < seg_end; ++u, ++i) {
+      const int s = i % S;
+      MbarWait(SmemAddr(&full_bar[s]), (i / S) & 1);
+      const uint32_t stage = ring + static_cast<uint32_t>(s * kStageBytes);
+      const uint64_t b_desc = SmemDescSw128(stage + kWBytes);
+      if constexpr (P) {
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 32; ++kk) {
+#pragma unroll
+          for (int tt = 0; tt < T; ++tt) {
+            const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
+            // +32 bytes of k per step: +2 in the 16-byte start-address field;
+            // the tile's first step overwrites (scale-d = 0).
+            WgmmaE4M3<N>(part[tt], a_desc + 2 * kk, b_desc + 2 * kk, kk > 0);
+          }
+        }
+        WgmmaCommit();
+        WgmmaWait<0>();
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt) FenceRegs(part[tt]);
+        if (lane == 0) MbarArrive(SmemAddr(&empty_bar[s]));
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+          for (int r = 0; r < kAcc; ++r) acc[tt][r] += part[tt][r];
+      } else {
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+        WgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kTileK / 32; ++kk) {
+#pragma unroll
+          for (int tt = 0; tt < T; ++tt) {
+            const uint64_t a_desc = SmemDescSw128(stage + (cw * T + tt) * kBoxBytes);
+            // +32 bytes of k per step: +2 in the 16-byte start-address field.
+            WgmmaE4M3<N>(acc[tt], a_desc + 2 * kk, b_desc + 2 * kk, 1);
+          }
+        }
+        WgmmaCommit();
+#pragma unroll
+        for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+        // Keep this unit's group in flight; the previous one (of this
+        // segment: the last of the previous segment was released at its
+        // end) has completed, so its stage may be refilled.
+        WgmmaWait<1>();
+        if (i > first && lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
       }
     }
-    if (ctid == 0) a.counters[tile] = 0;  // every split has arrived: ready for the next launch
+    if constexpr (!P) {
+      WgmmaWait<0>();
+#pragma unroll
+      for (int tt = 0; tt < T; ++tt) FenceRegs(acc[tt]);
+      if (lane == 0) MbarArrive(SmemAddr(&empty_bar[(i - 1) % S]));
+    }
+
+    if (!whole) {
+      // Part of a row tile: every contributor writes its raw sums (no
+      // scales) to its workspace slot, float4s laid out [quad][thread]
+      // (coalesced); the last to arrive adds the parts in CTA order (so the
+      // bits do not depend on who is last), resets the counter and stores.
+      float4* ws = reinterpret_cast<float4*>(a.workspace);
+      const size_t slot_quads = static_cast<size_t>(kQuads) * kConsumers;
+      float4* mine = ws + SlotOf(a, cta, tile) * slot_quads + ctid;
+#pragma unroll
+      for (int q = 0; q < kQuads; ++q) {
+        const int r = 4 * q;
+        __stcg(mine + q * kConsumers, make_float4(acc[r / kAcc][r % kAcc], acc[(r + 1) / kAcc][(r + 1) % kAcc],
+                                                  acc[(r + 2) / kAcc][(r + 2) % kAcc], acc[(r + 3) / kAcc][(r + 3) % kAcc]));
+      }
+      __threadfence();
+      const int c_first = CtaOfUnit(a, tile * nk), c_last = CtaOfUnit(a, (tile + 1) * nk - 1);
+      ConsumerBarrier(kConsumers);
+      if (ctid == 0) last_flag = atomicAdd(&a.counters[tile], 1) == c_last - c_first;
+      ConsumerBarrier(kConsumers);
+      const bool last = last_flag;
+      ConsumerBarrier(kConsumers);  // last_flag is read before a later segment rewrites it
+      if (!last) continue;
+      __threadfence();
+      // Sum in CTA order c_first .. c_last. Own sums stay in registers when
+      // they come first; otherwise they are re-read (same bits).
+      for (int c = c_first; c <= c_last; ++c) {
+        if (c == cta && c == c_first) continue;
+        const float4* src = ws + SlotOf(a, c, tile) * slot_quads + ctid;
+        float4 v[kQuads];
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) v[q] = __ldcg(src + q * kConsumers);  // all in flight at once
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) {
+          const float f[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float& d = acc[(4 * q + e) / kAcc][(4 * q + e) % kAcc];
+            d = c == c_first ? f[e] : d + f[e];
+          }
+        }
+      }
+      if (ctid == 0) a.counters[tile] = 0;  // every part has arrived: ready for the next launch
+    }
+    StoreTiles<N, T>(a, acc, wsc, row_base, g, t);
   }
-  StoreTiles<N, T>(a, acc, wsc, row_base, g, t);
 }
 
 // ---- host side ----
@@ -558,16 +621,36 @@ std::string EncodeMatrix(const uint8_t* ptr, int rows, int k, int box_rows, CUte
 }
 
 template <int N, int C, int T, int S, bool P>
+constexpr int SmemBytes() {
+  return S * (64 * C * T + N) * kTileK + kSwizzleAtom;  // + alignment slack
+}
+
+// CTAs of this instantiation one SM holds (0 if none or the query failed);
+// asked once per instantiation. Sets the shared-memory attribute first.
+template <int N, int C, int T, int S, bool P>
+int CtasPerSm() {
+  static const int ctas = [] {
+    const auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
+    int n = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<N, C, T, S, P>()) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, C * 128 + 32, SmemBytes<N, C, T, S, P>()) !=
+            cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    return n;
+  }();
+  return ctas;
+}
+
+template <int N, int C, int T, int S, bool P>
 std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
   constexpr int kRows = 64 * C * T;
-  constexpr int kSmem = S * (kRows + N) * kTileK + kSwizzleAtom;  // + alignment slack
+  constexpr int kSmem = SmemBytes<N, C, T, S, P>();
   const auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
   // Once per instantiation (not a stream operation: also fine under capture).
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("wgmma_fp8: shared memory attribute: ") + cudaGetErrorString(attr);
-  }
+  if (CtasPerSm<N, C, T, S, P>() == 0) return "wgmma_fp8: the kernel does not fit a multiprocessor";
   CUtensorMap xmap;
   std::string err = EncodeMatrix(p.x, p.m, p.k, N, &xmap);
   if (!err.empty()) return err;
@@ -584,10 +667,16 @@ std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
   a.n = p.n;
   a.m = p.m;
   a.k_tiles = (p.k + kTileK - 1) / kTileK;
-  a.splits = p.splits;
-  a.softcap = p.softcap;
+  // More splits than k-tiles would leave CTAs without work inside a row
+  // tile, which the fixup's count of contributors does not allow.
+  a.splits = std::min(p.splits, a.k_tiles);
   const int tiles = (p.n + kRows - 1) / kRows;
-  LaunchWithPdl(kernel, dim3(tiles, p.splits), dim3(C * 128 + 32), kSmem, stream, wmap, xmap, a);
+  a.units = tiles * a.k_tiles;
+  a.streamk = p.streamk_ctas > 0;
+  // Stream-K: at most one CTA per unit, so that no range is empty.
+  a.ctas = a.streamk ? std::min(p.streamk_ctas, a.units) : tiles * a.splits;
+  a.softcap = p.softcap;
+  LaunchWithPdl(kernel, dim3(a.ctas), dim3(C * 128 + 32), kSmem, stream, wmap, xmap, a);
   return LaunchError("wgmma_fp8");
 }
 
@@ -597,6 +686,7 @@ struct Variant {
   int rows;      // weight rows per CTA
   bool promote;  // fp32 promotion per k-tile
   std::string (*launch)(const WgmmaFp8Params&, cudaStream_t);
+  int (*ctas_per_sm)();
 };
 
 // Shared memory per CTA = stages x (rows + N) x 128 B (+ 1 KiB slack); two
@@ -606,8 +696,10 @@ struct Variant {
 // fp32 registers (Hopper's FP8 MMA keeps ~14 bits across its own
 // accumulation), at the cost of a wait per tile and T x N / 2 registers.
 #define GEMMA_WGMMA_VARIANT(n, c, t, s)                                                   \
-  {"wg-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, false, Launch<n, c, t, s, false>},    \
-  {"wgp-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, true, Launch<n, c, t, s, true>}
+  {"wg-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, false, Launch<n, c, t, s, false>,          \
+   CtasPerSm<n, c, t, s, false>},                                                           \
+  {"wgp-n" #n "c" #c "t" #t "s" #s, n, 64 * c * t, true, Launch<n, c, t, s, true>,           \
+   CtasPerSm<n, c, t, s, true>}
 constexpr Variant kVariants[] = {
     GEMMA_WGMMA_VARIANT(16, 1, 1, 8),   //  80 KiB, 2 CTAs/SM
     GEMMA_WGMMA_VARIANT(16, 1, 2, 6),   // 108 KiB, 2 CTAs/SM
@@ -691,6 +783,20 @@ size_t WgmmaFp8WorkspaceFloats(int variant, int n, int splits) {
   return most;
 }
 
+size_t WgmmaFp8StreamKWorkspaceFloats(int variant, int ctas) {
+  if (ctas <= 0) return 0;
+  size_t most = 0;
+  for (int v = 0; v < kNumVariants; ++v) {
+    if (variant >= 0 && v != variant) continue;
+    most = std::max(most, static_cast<size_t>(kVariants[v].rows) * kVariants[v].n_tile);
+  }
+  return most * 2 * static_cast<size_t>(ctas);  // two partial segments per CTA at most
+}
+
+int WgmmaFp8CtasPerSm(int variant) {
+  return variant >= 0 && variant < kNumVariants ? kVariants[variant].ctas_per_sm() : 0;
+}
+
 std::string LaunchWgmmaFp8(const WgmmaFp8Params& p, cudaStream_t stream) {
   if (p.w == nullptr || p.w->w == nullptr || p.w_scale == nullptr) return "wgmma_fp8: null weights";
   if (p.x == nullptr || p.x_scale == nullptr) return "wgmma_fp8: null input (x and x_scale)";
@@ -703,8 +809,13 @@ std::string LaunchWgmmaFp8(const WgmmaFp8Params& p, cudaStream_t stream) {
   if (!WgmmaFp8VariantSupportsM(variant, p.m)) return "wgmma_fp8: m out of range for the variant";
   if (p.softcap > 0.0f && !p.out_f32) return "wgmma_fp8: softcap needs fp32 output";
   if (p.splits < 1 || p.splits > kWgmmaFp8MaxSplits) return "wgmma_fp8: splits must be 1..16";
+  if (p.streamk_ctas < 0) return "wgmma_fp8: streamk_ctas must be >= 0";
+  if (p.streamk_ctas > 0 && p.splits != 1) return "wgmma_fp8: stream-K takes splits = 1";
   if (p.splits > 1 && (p.workspace == nullptr || p.counters == nullptr)) {
     return "wgmma_fp8: splits > 1 needs workspace and counters";
+  }
+  if (p.streamk_ctas > 0 && (p.workspace == nullptr || p.counters == nullptr)) {
+    return "wgmma_fp8: stream-K needs workspace and counters";
   }
   return kVariants[variant].launch(p, stream);
 }

@@ -11,9 +11,11 @@
 // zero fill and never stored). A producer warp streams 64-row x 128-byte
 // weight boxes and the matching x box through a ring of shared-memory stages
 // with TMA (cp.async.bulk.tensor, 128-byte swizzle); one or two consumer
-// warpgroups multiply them. K may be split across CTAs: each writes fp32
-// partials to a workspace and the last CTA of a row tile to arrive sums them
-// in split order 0..S-1 (deterministic) and stores.
+// warpgroups multiply them. K may be split across CTAs, either in equal
+// splits per row tile or stream-K (a persistent grid, each CTA an equal run
+// of (row tile, k-tile) units): each CTA holding part of a row tile writes
+// fp32 partials to a workspace and the last to arrive sums them in CTA order
+// (deterministic) and stores.
 //
 // The weights' TMA descriptor (CUtensorMap) is built once per matrix on the
 // host (MakeWgmmaFp8Weights, e.g. at model load) and handed to every launch;
@@ -81,6 +83,14 @@ struct WgmmaFp8Params {
   // (one stream).
   float* workspace = nullptr;
   int* counters = nullptr;
+  // > 0: stream-K instead of a grid of row tiles x splits (splits must be
+  // 1): this many CTAs (capped at row tiles x k-tiles; meant to be
+  // WgmmaFp8CtasPerSm x the SM count, one wave) each take an equal,
+  // contiguous run of the (row tile, 128-k tile) units, crossing row tiles;
+  // a row tile shared by several CTAs is summed through the workspace
+  // (WgmmaFp8StreamKWorkspaceFloats floats) and counters as above. No
+  // partial last wave, and every SM busy on shapes with few row tiles.
+  int streamk_ctas = 0;
 };
 
 int NumWgmmaFp8Variants();
@@ -107,6 +117,12 @@ int WgmmaFp8RowTiles(int variant, int n);
 // Workspace floats a split launch of `variant` needs (0 when splits == 1);
 // variant -1: enough for every variant.
 size_t WgmmaFp8WorkspaceFloats(int variant, int n, int splits);
+// Workspace floats a stream-K launch of `variant` over `ctas` CTAs needs;
+// variant -1: enough for every variant.
+size_t WgmmaFp8StreamKWorkspaceFloats(int variant, int ctas);
+// CTAs of `variant` one multiprocessor holds at once (shared memory); 0 for
+// an unknown variant or one this GPU cannot run. Needs a current device.
+int WgmmaFp8CtasPerSm(int variant);
 std::string LaunchWgmmaFp8(const WgmmaFp8Params& p, cudaStream_t stream);
 
 }  // namespace gemma::kernels

@@ -302,7 +302,8 @@ std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeig
 }
 
 // Tuned, then forced onto the wgmma choice (whatever the GEMV or cuBLASLt
-// measured): m = 1, 5, 16 and 32 are buckets, 24 takes the 32 bucket's choice.
+// measured): m = 1, 5, 16, 32 and 64 are buckets, 24 and 48 take the next
+// bucket's choice.
 // The LM-head-like shape is tuned as decode runs it: from bf16 x (the wgmma
 // side quantizes first). The o_proj
 // shape (42 row tiles: split-K candidates) with bf16 out, and an LM-head-like
@@ -313,9 +314,11 @@ TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
     const WgmmaWeights w(n, k);
     auto runner = TunedWgmmaRunner(w, softcap, softcap == 0.0f);
     ASSERT_NE(runner, nullptr);
-    for (int m : {1, 5, 16, 24, 32}) std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
+    for (int m : {1, 5, 16, 24, 32, 48, 64}) {
+      std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
+    }
     runner->set_wgmma_preference(cuda::WgmmaPreference::kForce);
-    for (int m : {1, 5, 16, 24, 32}) {
+    for (int m : {1, 5, 16, 24, 32, 48, 64}) {
       const std::string kernel = runner->Fp8GemmFor(w.matrix(), n, k, m);
       EXPECT_NE(kernel, "cuBLASLt") << "m=" << m;
       EXPECT_NE(kernel, "GEMV") << "m=" << m;
@@ -326,9 +329,9 @@ TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
       RunWgmmaChecked(*runner, w, m, softcap);
     }
     // Past kMaxM, and without a descriptor: never wgmma.
-    static_assert(cuda::WgmmaPath::kMaxM == 32);
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 33), "cuBLASLt");
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 64), "cuBLASLt");
+    static_assert(cuda::WgmmaPath::kMaxM == 64);
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 65), "cuBLASLt");
+    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 128), "cuBLASLt");
     EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 16), "cuBLASLt");
     EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 1), "GEMV");
   }
@@ -404,38 +407,46 @@ TEST(LinearFp8Test, WgmmaCacheEntriesAreValidated) {
   ASSERT_GE(promoted64, 0);
   ASSERT_GE(fast16, 0);
   ASSERT_GE(narrow16, 0);
-  const cuda::WgmmaChoice c{promoted64, 4, cuda::RoundToNs(0.0123f), cuda::RoundToNs(0.02f)};
-  const std::string line = cuda::FormatWgmmaCacheEntry(c);
-  for (bool fast : {true, false}) {
-    const auto back = cuda::ParseWgmmaCacheEntry(line, 64, fast);
-    ASSERT_TRUE(back.has_value()) << line;
-    EXPECT_EQ(back->variant, c.variant);
-    EXPECT_EQ(back->splits, c.splits);
-    EXPECT_EQ(back->wgmma_ms, c.wgmma_ms);
-    EXPECT_EQ(back->baseline_ms, c.baseline_ms);
+  for (const cuda::WgmmaChoice& c :
+       {cuda::WgmmaChoice{.variant = promoted64, .splits = 4, .wgmma_ms = cuda::RoundToNs(0.0123f),
+                          .baseline_ms = cuda::RoundToNs(0.02f)},
+        cuda::WgmmaChoice{.variant = promoted64, .streamk_per_sm = 2, .wgmma_ms = cuda::RoundToNs(0.0099f),
+                          .baseline_ms = cuda::RoundToNs(0.02f)}}) {
+    const std::string line = cuda::FormatWgmmaCacheEntry(c);
+    for (bool fast : {true, false}) {
+      const auto back = cuda::ParseWgmmaCacheEntry(line, 64, fast);
+      ASSERT_TRUE(back.has_value()) << line;
+      EXPECT_EQ(back->variant, c.variant);
+      EXPECT_EQ(back->splits, c.splits);
+      EXPECT_EQ(back->streamk_per_sm, c.streamk_per_sm);
+      EXPECT_EQ(back->wgmma_ms, c.wgmma_ms);
+      EXPECT_EQ(back->baseline_ms, c.baseline_ms);
+    }
   }
-  const auto none = cuda::ParseWgmmaCacheEntry("- 1 0 20000", 16, true);
+  const auto none = cuda::ParseWgmmaCacheEntry("- 1 0 0 20000", 16, true);
   ASSERT_TRUE(none.has_value());
   EXPECT_EQ(none->variant, -1);
   const std::string fast_name = kernels::WgmmaFp8VariantName(fast16);
-  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 16, true).has_value());
+  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 0 100 200", 16, true).has_value());
   const std::string narrow_name = kernels::WgmmaFp8VariantName(narrow16);
   const std::string promoted_name = kernels::WgmmaFp8VariantName(promoted64);
   for (const std::string& bad :
-       {std::string("junk"), promoted_name + " 4 100", promoted_name + " 4 100 200 7", std::string("nosuch-n16 1 100 200"),
-        promoted_name + " 0 100 200", promoted_name + " 17 100 200", promoted_name + " 4 -1 200",
-        promoted_name + " 4 100 -5", promoted_name + " x 100 200", narrow_name + " 1 100 200"}) {
+       {std::string("junk"), promoted_name + " 4 0 100", promoted_name + " 4 0 100 200 7",
+        promoted_name + " 4 100 200", std::string("nosuch-n16 1 0 100 200"), promoted_name + " 0 0 100 200",
+        promoted_name + " 17 0 100 200", promoted_name + " 4 0 -1 200", promoted_name + " 4 0 100 -5",
+        promoted_name + " x 0 100 200", narrow_name + " 1 0 100 200", promoted_name + " 1 -1 100 200",
+        promoted_name + " 1 3 100 200", promoted_name + " 2 1 100 200"}) {
     EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(bad, 32, true).has_value()) << bad;
   }
   // Fast accumulation off, or a GEMV batch: only the promoting variants.
-  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 16, false).has_value());
-  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 100 200", 1, true).has_value());
+  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 0 100 200", 16, false).has_value());
+  EXPECT_FALSE(cuda::ParseWgmmaCacheEntry(fast_name + " 1 0 100 200", 1, true).has_value());
   int promoted16 = -1;
   for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
     if (kernels::WgmmaFp8VariantMaxM(v) == 16 && kernels::WgmmaFp8VariantPromotes(v)) promoted16 = v;
   }
   ASSERT_GE(promoted16, 0);
-  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(std::string(kernels::WgmmaFp8VariantName(promoted16)) + " 1 100 200",
+  EXPECT_TRUE(cuda::ParseWgmmaCacheEntry(std::string(kernels::WgmmaFp8VariantName(promoted16)) + " 1 1 100 200",
                                          kernels::kGemvMaxBatch, true)
                   .has_value());
 }
@@ -449,8 +460,9 @@ TEST(LinearFp8Test, WgmmaBucketsFollowTheDecodeBatches) {
     all.insert(all.end(), above.begin(), above.end());
     return all;
   };
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(64), with({16, 32}));
-  EXPECT_EQ(cuda::WgmmaPath::Buckets(256), with({16, 32}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(64), with({16, 32, 64}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(256), with({16, 32, 64}));
+  EXPECT_EQ(cuda::WgmmaPath::Buckets(40), with({16, 32, 40}));
   EXPECT_EQ(cuda::WgmmaPath::Buckets(20), with({16, 20}));
   EXPECT_EQ(cuda::WgmmaPath::Buckets(12), with({12}));
   EXPECT_EQ(cuda::WgmmaPath::Buckets(kernels::kGemvMaxBatch), gemv);

@@ -2,7 +2,8 @@
 // references computed from the E4M3 codes and scales the device produced,
 // so every difference beyond fp32 summation error is a layout, descriptor,
 // pipeline or split-K mistake:
-// - every variant x splits {1, 2, 5} x m in {1, 8, 9, 16, 17, 33, 64, 65,
+// - every variant x grid (splits {1, 2, 5}; stream-K over 3, 37 and 264
+//   CTAs) x m in {1, 8, 9, 16, 17, 33, 64, 65,
 //   128} (those the variant's token tile takes) at the 31B shapes, the 31B LM
 //   head and odd shapes, bf16 and fp32+softcap output; the whole [m, n]
 //   output must be written and the token row after it untouched;
@@ -35,8 +36,12 @@ using fp8_test::Shape;
 using gpu_test::DeviceArray;
 
 constexpr int kMs[] = {1, 8, 9, 16, 17, 33, 64, 65, 128};
-constexpr int kSplits[] = {1, 2, 5};
+// Grids: K splits > 0; -c: stream-K over c CTAs (3: runs of many row tiles;
+// 37: runs that start and end inside row tiles; 264: two per SM of an H200,
+// most row tiles shared).
+constexpr int kGrids[] = {1, 2, 5, -3, -37, -264};
 constexpr int kMaxSplits = 5;
+constexpr int kMaxStreamKCtas = 264;
 constexpr float kSoftcap = 5.0f;
 
 // 31B: QKV sliding / global, o_proj sliding / global, gate|up, down.
@@ -49,7 +54,8 @@ const Shape kOddShapes[] = {{1000, 528}, {7, 16}, {33, 272}, {4099, 1040}, {64, 
 // Split-K scratch for n rows, counters zeroed once.
 struct Scratch {
   explicit Scratch(int n)
-      : workspace(std::max<size_t>(1, kernels::WgmmaFp8WorkspaceFloats(-1, n, kMaxSplits))),
+      : workspace(std::max<size_t>({1, kernels::WgmmaFp8WorkspaceFloats(-1, n, kMaxSplits),
+                                    kernels::WgmmaFp8StreamKWorkspaceFloats(-1, kMaxStreamKCtas)})),
         counters(kernels::WgmmaFp8RowTiles(-1, n)),
         num_counters(kernels::WgmmaFp8RowTiles(-1, n)) {
     cudaMemset(counters.get(), 0, num_counters * sizeof(int));
@@ -93,7 +99,7 @@ struct Tokens {
 };
 
 kernels::WgmmaFp8Params Params(const Shape& s, const Fp8Matrix& w, const kernels::WgmmaFp8Weights& map,
-                               const Tokens& x, int m, int variant, int splits, Scratch& scratch) {
+                               const Tokens& x, int m, int variant, int grid, Scratch& scratch) {
   kernels::WgmmaFp8Params p;
   p.w = &map;
   p.w_scale = w.ws.get();
@@ -103,10 +109,15 @@ kernels::WgmmaFp8Params Params(const Shape& s, const Fp8Matrix& w, const kernels
   p.k = s.k;
   p.m = m;
   p.variant = variant;
-  p.splits = splits;
+  p.splits = grid > 0 ? grid : 1;
+  p.streamk_ctas = grid < 0 ? -grid : 0;
   p.workspace = scratch.workspace.get();
   p.counters = scratch.counters.get();
   return p;
+}
+
+std::string GridName(int grid) {
+  return grid > 0 ? "splits " + std::to_string(grid) : "stream-K " + std::to_string(-grid) + " CTAs";
 }
 
 // Relative-norm tolerances. "wg-" variants accumulate all of K in the
@@ -125,14 +136,14 @@ double Tolerance(int variant, bool f32_out) {
 // Returns the relative error of the outputs as stored (bf16, or fp32 after
 // the softcap) against the double reference.
 double Check(const Shape& s, const Fp8Matrix& w, const kernels::WgmmaFp8Weights& map, const Tokens& x, int m,
-             int variant, int splits, bool f32_out, Scratch& scratch) {
+             int variant, int grid, bool f32_out, Scratch& scratch) {
   SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant="
-                                  << kernels::WgmmaFp8VariantName(variant) << " splits=" << splits
+                                  << kernels::WgmmaFp8VariantName(variant) << " " << GridName(grid)
                                   << " f32=" << f32_out);
   // One token row more than m: it must stay poisoned.
   const size_t count = size_t(m + 1) * s.n;
   std::vector<float> got;
-  kernels::WgmmaFp8Params p = Params(s, w, map, x, m, variant, splits, scratch);
+  kernels::WgmmaFp8Params p = Params(s, w, map, x, m, variant, grid, scratch);
   if (f32_out) {
     DeviceArray<float> out(count);
     out.Poison();
@@ -184,7 +195,7 @@ double Check(const Shape& s, const Fp8Matrix& w, const kernels::WgmmaFp8Weights&
   return err;
 }
 
-void CheckShape(const Shape& s, const std::vector<int>& splits_list) {
+void CheckShape(const Shape& s, const std::vector<int>& grids) {
   Fp8Matrix w(s, gpu_test::Rng()());
   kernels::WgmmaFp8Weights map;
   ASSERT_EQ(kernels::MakeWgmmaFp8Weights(w.w8.get(), s.n, s.k, &map), "");
@@ -193,11 +204,11 @@ void CheckShape(const Shape& s, const std::vector<int>& splits_list) {
   double worst[2][2] = {};  // [promoted][f32 out]
   int failures = 0;
   for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
-    for (int splits : splits_list) {
+    for (int grid : grids) {
       for (int m : kMs) {
         if (!kernels::WgmmaFp8VariantSupportsM(v, m)) continue;
         for (bool f32_out : {false, true}) {
-          const double err = Check(s, w, map, x, m, v, splits, f32_out, scratch);
+          const double err = Check(s, w, map, x, m, v, grid, f32_out, scratch);
           double& slot = worst[kernels::WgmmaFp8VariantPromotes(v)][f32_out];
           slot = std::max(slot, err);
           if (err >= Tolerance(v, f32_out) && ++failures >= 8) {
@@ -218,18 +229,18 @@ void CheckShape(const Shape& s, const std::vector<int>& splits_list) {
 
 TEST(WgmmaFp8Test, OddShapesEveryVariantSplitAndTokenCount) {
   GEMMA_REQUIRE_GPU();
-  for (const Shape& s : kOddShapes) CheckShape(s, {1, 2, 5});
+  for (const Shape& s : kOddShapes) CheckShape(s, {std::begin(kGrids), std::end(kGrids)});
 }
 
 TEST(WgmmaFp8Test, RealShapesEveryVariantSplitAndTokenCount) {
   GEMMA_REQUIRE_GPU();
-  for (const Shape& s : kRealShapes) CheckShape(s, {1, 2, 5});
+  for (const Shape& s : kRealShapes) CheckShape(s, {std::begin(kGrids), std::end(kGrids)});
 }
 
 // The tied-embedding LM head (262144 x 5376, 1.4 GB of E4M3).
 TEST(WgmmaFp8Test, LmHeadShape) {
   GEMMA_REQUIRE_GPU();
-  CheckShape({262144, 5376}, {1, 2, 5});
+  CheckShape({262144, 5376}, {1, 5, -264});
 }
 
 // Exact patterns, scales 1, every output an integer that bf16 and fp32 hold
@@ -314,11 +325,11 @@ TEST(WgmmaFp8Test, OneHotPatternsPinpointLayoutErrors) {
     ASSERT_EQ(kernels::MakeWgmmaFp8Weights(w.get(), s.n, s.k, &map), "");
     Scratch scratch(s.n);
     for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
-      for (int splits : kSplits) {
+      for (int grid : kGrids) {
         for (bool f32_out : {false, true}) {
           const int m = kernels::WgmmaFp8VariantMaxM(v);  // every token column of the tile
           SCOPED_TRACE(testing::Message() << PatternName(kind) << " variant "
-                                          << kernels::WgmmaFp8VariantName(v) << " splits " << splits << " f32 "
+                                          << kernels::WgmmaFp8VariantName(v) << " " << GridName(grid) << " f32 "
                                           << f32_out);
           DeviceArray<float> out32(size_t(m) * s.n);
           DeviceArray<__nv_bfloat16> out16(size_t(m) * s.n);
@@ -334,7 +345,8 @@ TEST(WgmmaFp8Test, OneHotPatternsPinpointLayoutErrors) {
           p.k = s.k;
           p.m = m;
           p.variant = v;
-          p.splits = splits;
+          p.splits = grid > 0 ? grid : 1;
+          p.streamk_ctas = grid < 0 ? -grid : 0;
           p.workspace = scratch.workspace.get();
           p.counters = scratch.counters.get();
           ASSERT_EQ(kernels::LaunchWgmmaFp8(p, nullptr), "");
@@ -374,11 +386,11 @@ TEST(WgmmaFp8Test, RepeatedLaunchesAndGraphReplaysAreBitIdentical) {
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
-    for (int splits : {1, 5}) {
-      SCOPED_TRACE(testing::Message() << kernels::WgmmaFp8VariantName(v) << " splits " << splits);
+    for (int grid : {1, 5, -37}) {
+      SCOPED_TRACE(testing::Message() << kernels::WgmmaFp8VariantName(v) << " " << GridName(grid));
       const int m = std::min(kernels::WgmmaFp8VariantMaxM(v), 37);
       DeviceArray<float> out(size_t(m) * s.n);
-      kernels::WgmmaFp8Params p = Params(s, w, map, x, m, v, splits, scratch);
+      kernels::WgmmaFp8Params p = Params(s, w, map, x, m, v, grid, scratch);
       p.out_f32 = out.get();
       std::vector<float> first;
       for (int rep = 0; rep < 3; ++rep) {
@@ -424,9 +436,9 @@ TEST(WgmmaFp8Test, RepeatedLaunchesAndGraphReplaysAreBitIdentical) {
         gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * s.k, 0.0f, 2.0f))));
   }
   DeviceArray<float> out(size_t(m) * s.n);
-  for (int round = 0; round < 4; ++round) {
-    const int splits = round % 2 == 0 ? 1 : 5;
-    kernels::WgmmaFp8Params p = Params(s, w, map, x, m, kernels::WgmmaFp8DefaultVariant(m), splits, scratch);
+  for (int round = 0; round < 6; ++round) {
+    const int grid = round % 3 == 0 ? 1 : round % 3 == 1 ? 5 : -37;
+    kernels::WgmmaFp8Params p = Params(s, w, map, x, m, kernels::WgmmaFp8DefaultVariant(m), grid, scratch);
     p.out_f32 = out.get();
     ASSERT_EQ(kernels::LaunchWgmmaFp8(p, stream), "");
     ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({sets[round % 2]->get(), x.x8.get(), x.xs.get(), m, s.k}, stream), "");
@@ -507,11 +519,20 @@ TEST(WgmmaFp8Test, RejectsBadParams) {
   EXPECT_NE(kernels::LaunchWgmmaFp8(p, nullptr).find("splits must be"), std::string::npos);
   p.splits = 2;
   EXPECT_NE(kernels::LaunchWgmmaFp8(p, nullptr).find("needs workspace"), std::string::npos);
+  p.streamk_ctas = 8;
+  EXPECT_NE(kernels::LaunchWgmmaFp8(p, nullptr).find("stream-K takes splits = 1"), std::string::npos);
+  p.splits = 1;
+  EXPECT_NE(kernels::LaunchWgmmaFp8(p, nullptr).find("stream-K needs workspace"), std::string::npos);
+  p.streamk_ctas = -1;
+  EXPECT_NE(kernels::LaunchWgmmaFp8(p, nullptr).find("streamk_ctas must be >= 0"), std::string::npos);
+  p.streamk_ctas = 0;
 
   // Sizes: the workspace covers every variant, the counters every row tiling.
   EXPECT_EQ(kernels::WgmmaFp8WorkspaceFloats(-1, 1000, 1), 0u);
   for (int v = 0; v < kernels::NumWgmmaFp8Variants(); ++v) {
     EXPECT_LE(kernels::WgmmaFp8WorkspaceFloats(v, 1000, 3), kernels::WgmmaFp8WorkspaceFloats(-1, 1000, 3));
+    EXPECT_LE(kernels::WgmmaFp8StreamKWorkspaceFloats(v, 10), kernels::WgmmaFp8StreamKWorkspaceFloats(-1, 10));
+    EXPECT_EQ(kernels::WgmmaFp8StreamKWorkspaceFloats(v, 0), 0u);
     EXPECT_LE(kernels::WgmmaFp8RowTiles(v, 1000), kernels::WgmmaFp8RowTiles(-1, 1000));
     EXPECT_EQ(kernels::WgmmaFp8RowsPerCta(v) % kernels::kWgmmaFp8BoxRows, 0);
     EXPECT_TRUE(kernels::WgmmaFp8VariantSupportsM(kernels::WgmmaFp8DefaultVariant(kernels::WgmmaFp8VariantMaxM(v)),
