@@ -88,6 +88,16 @@ std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bu
 }
 
 WgmmaPath::WgmmaPath() : preference_(PreferenceFromEnv()), fast_accum_(LtGemm::Fp8FastAccum()) {
+  // A/B switches (experiments; unknown entries are simply never matched).
+  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_SHAPES"); env != nullptr && *env != '\0') {
+    for (absl::string_view shape : absl::StrSplit(env, ',', absl::SkipEmpty())) only_shapes_.emplace(shape);
+  }
+  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_MAX_M"); env != nullptr && *env != '\0') {
+    if (!absl::SimpleAtoi(env, &max_m_) || max_m_ < 0 || max_m_ > kMaxM) {
+      spdlog::warn("GEMMA_FP8_WGMMA_MAX_M='{}' is not 0..{}: ignored", env, kMaxM);
+      max_m_ = kMaxM;
+    }
+  }
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
@@ -283,9 +293,10 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
           if (splits > 1 && (splits > k_tiles || tiles * splits > kMaxCtasPerSm * num_sms_)) continue;
           candidates.push_back({.variant = v, .splits = splits});
         }
-        const int fit = std::min(kMaxStreamKPerSm, kernels::WgmmaFp8CtasPerSm(v));
-        for (int per_sm = 1; per_sm <= fit && num_sms_ > 0; ++per_sm) {
-          candidates.push_back({.variant = v, .streamk_per_sm = per_sm});
+        // Stream-K fills every slot: fewer CTAs than slots let the block
+        // scheduler stack two on one SM (kernels/gemv/wgmma_fp8.h).
+        if (const int fit = kernels::WgmmaFp8CtasPerSm(v); fit >= 1 && fit <= kMaxStreamKPerSm && num_sms_ > 0) {
+          candidates.push_back({.variant = v, .streamk_per_sm = fit});
         }
         for (const WgmmaChoice& c : candidates) {
           if (!Fits(c, n)) continue;
@@ -333,7 +344,8 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
 }
 
 const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int m) const {
-  if (preference_ == WgmmaPreference::kOff || w.wgmma == nullptr || m < 1 || m > kMaxM) return nullptr;
+  if (preference_ == WgmmaPreference::kOff || w.wgmma == nullptr || m < 1 || m > max_m_) return nullptr;
+  if (!only_shapes_.empty() && !only_shapes_.contains(absl::StrCat(n, "x", k))) return nullptr;
   // The descriptor must describe this very matrix (a DeviceMatrix copied
   // with another data pointer would otherwise read the wrong weights).
   if (w.wgmma->w != w.e4m3() || w.wgmma->n != n || w.wgmma->k != k) return nullptr;

@@ -24,6 +24,9 @@
 // FP8 accumulation ("wg-", ~20x the error at k = 21504) would cost decode
 // accuracy there; above, "wg-" matches cuBLASLt's fast accumulation.
 //
+// A/B switches for experiments: GEMMA_FP8_WGMMA_SHAPES=16384x5376,... lets
+// only the listed n x k shapes take wgmma; GEMMA_FP8_WGMMA_MAX_M=M only
+// batches up to M (everything is tuned as usual).
 // GEMMA_FP8_WGMMA=0: off, GEMV / cuBLASLt only and nothing tuned (A/B runs);
 // GEMMA_FP8_WGMMA=force: the fastest wgmma candidate wherever one was timed,
 // even where the baseline measured faster (A/B of the kernel itself). With
@@ -37,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -87,8 +91,9 @@ class WgmmaPath {
   // Split-K partials: candidates needing more are skipped.
   static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
   // K splits tried, and at most this many CTAs per SM from them (more only
-  // queue behind each other and add fixup traffic); stream-K grids of 1 ..
-  // kMaxStreamKPerSm CTAs per SM (as many as fit).
+  // queue behind each other and add fixup traffic); stream-K grids of as
+  // many CTAs per SM as fit (variants that fit more than kMaxStreamKPerSm
+  // take none).
   static constexpr int kSplits[] = {1, 2, 3, 4, 6, 8};
   static constexpr int kMaxCtasPerSm = 4;
   static constexpr int kMaxStreamKPerSm = 2;
@@ -165,6 +170,8 @@ class WgmmaPath {
   std::map<std::tuple<int, int, int>, WgmmaChoice> choices_;  // (n, k, bucket)
   int cache_hits_ = 0;
   std::string gemv_key_suffix_;
+  std::set<std::string> only_shapes_;  // GEMMA_FP8_WGMMA_SHAPES (empty: all)
+  int max_m_ = kMaxM;                  // GEMMA_FP8_WGMMA_MAX_M
 };
 
 }  // namespace gemma::cuda

@@ -11,8 +11,8 @@
 //
 // Per shape, m = 16, 32, 64 tokens then run the wgmma FP8 linear
 // (kernels/gemv/wgmma_fp8.h, the decode batches above the GEMV's 8): the
-// fastest variant x K split and the fastest variant x stream-K grid (1 or 2
-// CTAs per SM), timed while rotating through enough weight copies (each with
+// fastest variant x K split and the fastest variant x stream-K grid (as
+// many CTAs per SM as fit), timed while rotating through enough weight copies (each with
 // its own TMA map) to keep them out of L2 (what a decode step sees), each
 // launch followed by a one-block PDL stand-in kernel (as a decode step
 // follows a linear with a small kernel; GEMMA_BENCH_BACK_TO_BACK=1 leaves it
@@ -229,7 +229,7 @@ void BenchWgmma(const Buffers& b, int n, int k) {
     for (int v = 0; v < kn::NumWgmmaFp8Variants(); ++v) {
       if (!kn::WgmmaFp8VariantSupportsM(v, m) || (kn::WgmmaFp8VariantMaxM(v) != narrowest && !all)) continue;
       for (int grid : grids) {
-        if (grid < 0 && -grid > kn::WgmmaFp8CtasPerSm(v)) continue;  // a second wave
+        if (grid < 0 && -grid != kn::WgmmaFp8CtasPerSm(v)) continue;  // every slot, one wave
         p.variant = v;
         set_grid(grid);
         int i = 0;

@@ -85,7 +85,11 @@ struct WgmmaFp8Params {
   int* counters = nullptr;
   // > 0: stream-K instead of a grid of row tiles x splits (splits must be
   // 1): this many CTAs (capped at row tiles x k-tiles; meant to be
-  // WgmmaFp8CtasPerSm x the SM count, one wave) each take an equal,
+  // WgmmaFp8CtasPerSm x the SM count: one full wave. With fewer, the block
+  // scheduler may stack two CTAs on one SM beside the previous kernel's
+  // blocks and leave another idle; the pair then finishes last — seen on
+  // the H200 as a 2-per-SM variant at 1 CTA per SM timing 68 us alone and
+  // costing ~13 us more inside decode steps) each take an equal,
   // contiguous run of the (row tile, 128-k tile) units, crossing row tiles;
   // a row tile shared by several CTAs is summed through the workspace
   // (WgmmaFp8StreamKWorkspaceFloats floats) and counters as above. No
