@@ -8,7 +8,8 @@
 # default 3; concurrency 1: 2 requests) so TTFT is measured past the first,
 # synchronized wave. SAMPLED=1 adds a run at the
 # highest level with temperature 0.8 (device sampling); WEIGHTS=fp8 serves
-# FP8 weights. Logs and JSON go to $OUT; a short table comes last.
+# FP8 weights, KV=fp8 an FP8 KV cache (--kv-cache-dtype). Logs and JSON go
+# to $OUT; a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_serve_31b.sh [concurrency...]
 set -uo pipefail
 b=${BUNDLE:-.device/bundle}
@@ -26,7 +27,8 @@ slots=${SLOTS:-64}
 "$b/bin/gemma-serve" --model tests/data/gemma4-31b --random-weights \
   --tokenizer models/gemma4-fortunes/tokenizer.model --backend cuda --port $port \
   --max-concurrent-sequences $slots --max-context $((in_len + out_len + 64)) --max-tokens-per-step 2048 \
-  --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} > "$out/serve31b.log" 2>&1 &
+  --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} \
+  --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
 server=$!
 for _ in $(seq 1 600); do "$b/bin/gemma-cli" --addr 127.0.0.1:$port health > /dev/null 2>&1 && break; sleep 0.5; done
 "$b/bin/gemma-cli" --addr 127.0.0.1:$port generate --ids 2,100,200,300 --greedy --max-tokens 8 --ignore-eos > /dev/null 2>&1

@@ -69,6 +69,7 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
                "cuda: build the model of --model's config.json with deterministic random weights "
                "(benchmarks without a checkpoint; pair with --tokenizer)");
   AddWeightDTypeFlags(app, &s.weights, &s.lm_head);
+  AddKvCacheDTypeFlag(app, &s.kv_cache_dtype);
   app.add_option("--tokenizer", s.tokenizer_path,
                  "tokenizer.model to use instead of <model>/tokenizer.model")
       ->check(CLI::ExistingFile);

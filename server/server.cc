@@ -91,6 +91,7 @@ absl::Status GemmaServer::Load() {
   backend_options.max_tokens_per_step = options_.max_tokens_per_step;
   backend_options.weights = options_.weights;
   backend_options.lm_head = options_.lm_head;
+  backend_options.kv_cache_dtype = options_.kv_cache_dtype;
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
   if (!backend.ok()) return backend.status();
 

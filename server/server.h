@@ -37,6 +37,7 @@ struct ServerOptions {
   double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory weights + KV may fill
   WeightDType weights = WeightDType::kBF16;  // cuda: linear layers' dtype (--weights)
   std::optional<WeightDType> lm_head;        // cuda: the LM head's dtype (--lm-head; unset = weights)
+  KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda: --kv-cache-dtype
   std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };

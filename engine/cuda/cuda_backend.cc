@@ -94,7 +94,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   max_context = std::min(o.max_context, config.max_position_embeddings);
   chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
   if (!paged) {
-    auto cache_or = cuda::KvCache::Create(config, o.max_slots, max_context, chunk_tokens);
+    auto cache_or = cuda::KvCache::Create(config, o.max_slots, max_context, chunk_tokens,
+                                          o.kv_cache_dtype == KvCacheDType::kFP8);
     if (!cache_or.ok()) return cache_or.status();
     cache = std::move(*cache_or);
   }
@@ -136,15 +137,17 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
     GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
     if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
     GEMMA_STATUS_RETURN_IF_ERROR(WarmUpPrefill());
-    spdlog::info("cuda: ready: {} weights {:.2f} GB, paged KV cache {:.2f} GB (block {} tokens: {} global "
+    spdlog::info("cuda: ready: {} weights {:.2f} GB, paged {} KV cache {:.2f} GB (block {} tokens: {} global "
                  "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
-                 WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
+                 WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
+                 cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
                  static_cast<int64_t>(cache.num_global_blocks()) * cache.block_size(),
                  cache.num_sliding_blocks(), o.max_slots, max_context, chunk_tokens);
     return absl::OkStatus();
   }
-  spdlog::info("cuda: ready: {} weights {:.2f} GB, KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
-               WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
+  spdlog::info("cuda: ready: {} weights {:.2f} GB, {} KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
+               WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
+               cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
   return absl::OkStatus();
 }
 

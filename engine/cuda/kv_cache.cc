@@ -11,23 +11,25 @@ absl::Status KvCache::Allocate(const ModelConfig& config, const std::vector<size
     offsets.push_back(total);
     total += 2 * rows[l] * config.layers[l].num_kv_heads * config.layers[l].head_dim;
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(buffer_.Allocate(total * sizeof(__nv_bfloat16)));
+  const size_t element = fp8_ ? 1 : sizeof(__nv_bfloat16);
+  GEMMA_STATUS_RETURN_IF_ERROR(buffer_.Allocate(total * element));
   // Unwritten positions are never read (kernels are length-aware), but a
   // defined start keeps any bug reproducible.
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(buffer_.get(), 0, buffer_.bytes()));
-  __nv_bfloat16* base = buffer_.get<__nv_bfloat16>();
+  uint8_t* base = buffer_.get<uint8_t>();
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerSpec& s = config.layers[l];
     const size_t half = rows[l] * s.num_kv_heads * s.head_dim;
-    layers_[l].k = base + offsets[l];
-    layers_[l].v = base + offsets[l] + half;
+    layers_[l].k = base + offsets[l] * element;
+    layers_[l].v = base + (offsets[l] + half) * element;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots, int max_context,
-                                        int max_chunk_tokens) {
+                                        int max_chunk_tokens, bool fp8) {
   KvCache cache;
+  cache.fp8_ = fp8;
   cache.num_slots_ = num_slots;
   std::vector<size_t> rows;
   for (const LayerSpec& s : config.layers) {
@@ -48,10 +50,11 @@ absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots
 }
 
 absl::StatusOr<KvCache> KvCache::CreatePaged(const ModelConfig& config, int block_size,
-                                             int num_global_blocks, int num_sliding_blocks) {
+                                             int num_global_blocks, int num_sliding_blocks, bool fp8) {
   if (block_size <= 0 || (block_size & (block_size - 1)) != 0)
     return absl::InvalidArgumentError(absl::StrCat("kv_block_size must be a power of two, got ", block_size));
   KvCache cache;
+  cache.fp8_ = fp8;
   cache.num_slots_ = 1;
   cache.block_size_ = block_size;
   cache.num_global_blocks_ = num_global_blocks;
@@ -68,11 +71,12 @@ absl::StatusOr<KvCache> KvCache::CreatePaged(const ModelConfig& config, int bloc
   return cache;
 }
 
-size_t KvCache::BlockBytes(const ModelConfig& config, int block_size, bool global) {
+size_t KvCache::BlockBytes(const ModelConfig& config, int block_size, bool global, bool fp8) {
+  const size_t element = fp8 ? 1 : sizeof(__nv_bfloat16);
   size_t bytes = 0;
   for (const LayerSpec& s : config.layers) {
     if (s.is_global() != global) continue;
-    bytes += 2 * sizeof(__nv_bfloat16) * static_cast<size_t>(block_size) * s.num_kv_heads * s.head_dim;
+    bytes += 2 * element * static_cast<size_t>(block_size) * s.num_kv_heads * s.head_dim;
   }
   return bytes;
 }

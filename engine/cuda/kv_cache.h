@@ -1,7 +1,7 @@
 // The KV cache of every layer on the device, in one of attention.h's views:
 //
-// - slots: [num_slots, capacity, num_kv_heads, head_dim] bf16 for K and for
-//   V. Global layers keep every position (capacity = max_context); sliding
+// - slots: [num_slots, capacity, num_kv_heads, head_dim] bf16 (or E4M3:
+//   fp8) for K and for V. Global layers keep every position (capacity = max_context); sliding
 //   layers keep a ring of window + max_chunk_tokens - 1 positions: enough
 //   that a prefill chunk's oldest query still finds its whole window after
 //   the chunk is appended, and never sized by the context length.
@@ -24,8 +24,8 @@
 namespace gemma::cuda {
 
 struct LayerKv {
-  __nv_bfloat16* k = nullptr;
-  __nv_bfloat16* v = nullptr;
+  void* k = nullptr;   // bf16, or E4M3 codes (KvCache::fp8)
+  void* v = nullptr;
   int capacity = 0;    // slots: positions per slot; paged: rows in the pool
   bool ring = false;   // slots only
   int num_blocks = 0;  // paged only
@@ -33,16 +33,18 @@ struct LayerKv {
 
 class KvCache {
  public:
+  // fp8: E4M3 elements (one byte) instead of bf16.
   static absl::StatusOr<KvCache> Create(const ModelConfig& config, int num_slots, int max_context,
-                                        int max_chunk_tokens);
+                                        int max_chunk_tokens, bool fp8 = false);
   static absl::StatusOr<KvCache> CreatePaged(const ModelConfig& config, int block_size,
-                                             int num_global_blocks, int num_sliding_blocks);
+                                             int num_global_blocks, int num_sliding_blocks, bool fp8 = false);
   // Device bytes of one block of every global (or every sliding) layer.
-  static size_t BlockBytes(const ModelConfig& config, int block_size, bool global);
+  static size_t BlockBytes(const ModelConfig& config, int block_size, bool global, bool fp8 = false);
 
   const LayerKv& layer(int l) const { return layers_[l]; }
   int num_slots() const { return num_slots_; }
   bool paged() const { return block_size_ > 0; }
+  bool fp8() const { return fp8_; }
   int block_size() const { return block_size_; }
   int num_global_blocks() const { return num_global_blocks_; }
   int num_sliding_blocks() const { return num_sliding_blocks_; }
@@ -56,6 +58,7 @@ class KvCache {
   std::vector<LayerKv> layers_;
   int num_slots_ = 0;
   int block_size_ = 0;
+  bool fp8_ = false;
   int num_global_blocks_ = 0, num_sliding_blocks_ = 0;
 };
 

@@ -19,8 +19,9 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
   const int block = options.kv_block_size;
   bool any_global = false, any_sliding = false;
   for (const LayerSpec& l : config.layers) (l.is_global() ? any_global : any_sliding) = true;
-  const size_t global_bytes = cuda::KvCache::BlockBytes(config, block, true);
-  const size_t sliding_bytes = cuda::KvCache::BlockBytes(config, block, false);
+  const bool fp8 = options.kv_cache_dtype == KvCacheDType::kFP8;
+  const size_t global_bytes = cuda::KvCache::BlockBytes(config, block, true, fp8);
+  const size_t sliding_bytes = cuda::KvCache::BlockBytes(config, block, false, fp8);
   const int per_seq_global = (max_context + block - 1) / block;
   // A sequence reads window - 1 positions back; one chunk's pass adds its
   // own tokens, and block boundaries one more block on each side.
@@ -61,7 +62,7 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
   if (int64_t{num_global} * block > INT32_MAX || int64_t{num_sliding} * block > INT32_MAX)
     return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks ", num_global, " x kv_block_size ", block,
                                                    " rows exceed a KV pool's 2^31 - 1 rows"));
-  auto cache_or = cuda::KvCache::CreatePaged(config, block, num_global, num_sliding);
+  auto cache_or = cuda::KvCache::CreatePaged(config, block, num_global, num_sliding, fp8);
   if (!cache_or.ok()) return cache_or.status();
   cache = std::move(*cache_or);
   return absl::OkStatus();

@@ -132,6 +132,7 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   rp.q_out = q_.get<__nv_bfloat16>();
   rp.k_cache = kv.k;
   rp.v_cache = kv.v;
+  rp.kv_fp8 = cache_->fp8();
   rp.num_tokens = shape.num_tokens;
   rp.num_heads = c.num_heads;
   rp.num_kv_heads = s.num_kv_heads;
@@ -151,6 +152,7 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   ap.out = attn_.get<__nv_bfloat16>();
   ap.k_cache = kv.k;
   ap.v_cache = kv.v;
+  ap.kv_fp8 = cache_->fp8();
   ap.num_slots = cache_->num_slots();
   ap.capacity = kv.capacity;
   ap.ring = kv.ring;

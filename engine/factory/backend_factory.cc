@@ -36,6 +36,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError("--weights fp8 is supported by the cuda backend only");
   if (options.lm_head == WeightDType::kFP8)
     return absl::InvalidArgumentError("--lm-head fp8 is supported by the cuda backend only");
+  if (options.kv_cache_dtype != KvCacheDType::kBF16)
+    return absl::InvalidArgumentError("--kv-cache-dtype fp8 is supported by the cuda backend only");
   if (options.kv_block_size < 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "kv_block_size ", options.kv_block_size, ": the cpu backend is always paged (blocks of >= 1 token); "

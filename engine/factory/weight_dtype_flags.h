@@ -1,6 +1,6 @@
-// The --weights and --lm-head flags, alike in every front end (gemma-serve,
-// gemma-generate, gemma-bench): CLI11 checks the value, ParseWeightDType
-// turns it into a WeightDType. Header-only: the factory library itself does
+// The --weights, --lm-head and --kv-cache-dtype flags, alike in every front
+// end (gemma-serve, gemma-generate, gemma-bench): CLI11 checks the value,
+// ParseWeightDType / ParseKvCacheDType turn it into the enum. Header-only: the factory library itself does
 // not depend on CLI11.
 #pragma once
 
@@ -24,6 +24,14 @@ inline void AddWeightDTypeFlags(CLI::App& app, WeightDType* weights, std::option
          "cuda: the LM head in bf16, or fp8 (an E4M3 copy of the tied embedding; needs --weights fp8). "
          "Default: the same as --weights")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+}
+
+inline void AddKvCacheDTypeFlag(CLI::App& app, KvCacheDType* kv) {
+  app.add_option_function<std::string>(
+         "--kv-cache-dtype", [kv](const std::string& v) { *kv = *ParseKvCacheDType("--kv-cache-dtype", v); },
+         "cuda: the KV cache in bf16 (auto), or fp8 / fp8_e4m3 (E4M3, unit scale: half the bytes per token)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp8", "fp8_e4m3"}))
+      ->default_str("auto");
 }
 
 }  // namespace gemma

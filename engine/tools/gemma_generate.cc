@@ -35,6 +35,7 @@ struct Flags {
   std::string backend = "auto";
   gemma::WeightDType weights = gemma::WeightDType::kBF16;
   std::optional<gemma::WeightDType> lm_head;
+  gemma::KvCacheDType kv_cache_dtype = gemma::KvCacheDType::kBF16;
   int max_context = 4096;
   gemma::SamplingParams sampling;
   std::optional<uint64_t> seed;
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   app.add_flag("--stats", f.stats, "Print prefill/decode speed to stderr");
   app.add_option("--backend", f.backend, "cpu, cuda or auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
+  gemma::AddKvCacheDTypeFlag(app, &f.kv_cache_dtype);
   app.add_option("--max-context", f.max_context, "Context length to reserve")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
   bo.max_slots = 1;
   bo.weights = f.weights;
   bo.lm_head = f.lm_head;
+  bo.kv_cache_dtype = f.kv_cache_dtype;
   bo.max_context = f.max_context;
   auto tokenizer = gemma::Tokenizer::Load(bo.model_dir + "/tokenizer.model");
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString(), 1);

@@ -5,7 +5,7 @@
 //
 // KV cache views, two kinds:
 // - slots: K and V of one layer are [num_slots, capacity, num_kv_heads,
-//   head_dim] bf16. With `ring`, position p lives at index p % capacity
+//   head_dim] bf16 (or E4M3: kv_fp8). With `ring`, position p lives at index p % capacity
 //   (sliding layers; capacity >= window + longest prefill chunk - 1, so a
 //   chunk's keys are all present after it is appended). Without, index p.
 // - paged (block_tables set): K and V are [num_blocks * block_size,
@@ -29,8 +29,8 @@ namespace gemma::kernels {
 struct AttentionParams {
   const __nv_bfloat16* q;      // [num_tokens, num_heads, head_dim], normed + roped
   __nv_bfloat16* out;          // [num_tokens, num_heads, head_dim]
-  const __nv_bfloat16* k_cache;  // [num_slots, capacity, num_kv_heads, head_dim]
-  const __nv_bfloat16* v_cache;  // same layout as k_cache
+  const void* k_cache;         // [num_slots, capacity, num_kv_heads, head_dim] bf16
+  const void* v_cache;         // same layout as k_cache
   int num_slots = 0;
   int capacity = 0;            // tokens per slot
   bool ring = false;           // position p at p % capacity
@@ -57,6 +57,10 @@ struct AttentionParams {
   const int* table_offsets = nullptr;  // [num_seqs]: sequence i's first entry
   int block_size = 0;                  // power of two
   int num_blocks = 0;                  // blocks in the pool
+  // The cache holds E4M3 codes (unit scale, one byte per element, same
+  // layout; qkv_rope.h writes them): tiles are copied as bytes and widened
+  // to bf16 in shared memory (exactly), so the math is the bf16 kernels'.
+  bool kv_fp8 = false;
 };
 
 // Prefill / mixed chunks: any q_len >= 1.

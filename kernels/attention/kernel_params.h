@@ -14,7 +14,7 @@ struct KernelParams {
   const __nv_bfloat16* q;    // [num_tokens, num_heads, D]
   __nv_bfloat16* out;        // [num_tokens, num_heads, D] (num_splits == 1)
   const __nv_bfloat16* k;    // [num_slots, capacity, num_kv_heads, D]
-  const __nv_bfloat16* v;
+  const __nv_bfloat16* v;    // (E4M3 bytes in the same layout when kv_fp8)
   float* partial;            // [num_seqs, num_heads, num_splits, D + 4] (num_splits > 1)
   const int* seq_slot;       // [num_seqs]
   const int* q_offsets;      // [num_seqs + 1]
@@ -32,6 +32,7 @@ struct KernelParams {
   const int* table_offsets;  // [num_seqs]
   int block_shift;           // log2(block_size)
   bool pdl = false;          // launched with programmatic dependent launch (decode)
+  bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale), widened to bf16 in shared memory
 };
 
 // One compiled instance of the tile kernel.

@@ -53,8 +53,9 @@ KernelParams ToKernelParams(const AttentionParams& p) {
   KernelParams k{};
   k.q = p.q;
   k.out = p.out;
-  k.k = p.k_cache;
-  k.v = p.v_cache;
+  k.k = static_cast<const __nv_bfloat16*>(p.k_cache);
+  k.v = static_cast<const __nv_bfloat16*>(p.v_cache);
+  k.kv_fp8 = p.kv_fp8;
   k.partial = nullptr;
   k.seq_slot = p.seq_slot;
   k.q_offsets = p.q_offsets;

@@ -42,7 +42,7 @@ std::string Bucket(const AttentionParams& p) {
   int q = 64;
   while (q < p.max_q_len && q < 8192) q *= 2;
   return "q" + std::to_string(q) + "-g" + std::to_string(p.num_heads / p.num_kv_heads) + "-w" +
-         (p.window > 0 ? "1" : "0");
+         (p.window > 0 ? "1" : "0") + (p.kv_fp8 ? "-fp8" : "");
 }
 
 std::string Launch(const KernelEntry& e, const AttentionParams& p, cudaStream_t stream) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -72,6 +73,11 @@ __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool va
                "r"(src_bytes));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+// 8 bytes (one E4M3 chunk of 8 values): cp.async.cg copies 16 only.
+__device__ __forceinline__ void CpAsync8(uint32_t dst, const void* src, bool valid) {
+  int src_bytes = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -98,6 +104,22 @@ __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Eight E4M3 values (little-endian bytes) as eight bf16, exactly: every
+// E4M3 value is a bf16 value.
+__device__ __forceinline__ uint4 E4m3x8ToBf16x8(uint2 v) {
+  uint32_t out[4];
+  const uint32_t in[2] = {v.x, v.y};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(in[i / 2] >> (16 * (i % 2)));
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    out[i] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
@@ -178,6 +200,13 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   __nv_bfloat16* k_s = q_s + kBM * D;
   __nv_bfloat16* v_s = k_s + STAGES * BN * D;
   float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
+  // E4M3 cache (p.kv_fp8): the copies land in rings of raw tiles (BN x D
+  // bytes per stage, row-major), and each tile is widened into one bf16 K
+  // and one bf16 V tile (the layout the copies have in bf16 mode) just
+  // before it is used. Same bytes or fewer: (2 + STAGES) x BN x D x 2 <=
+  // 4 x STAGES x BN x D for STAGES >= 2, so red_s does not move.
+  uint8_t* k_raw = reinterpret_cast<uint8_t*>(k_s + 2 * BN * D);
+  uint8_t* v_raw = k_raw + STAGES * BN * D;
   float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
@@ -223,20 +252,34 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       ((int64_t)b.slot * p.capacity * p.num_kv_heads + b.kv_head) * D + ld_c * 8;
   const __nv_bfloat16* k_base = p.k + kv_base;
   const __nv_bfloat16* v_base = p.v + kv_base;
+  // E4M3: the same element offsets are byte offsets.
+  const uint8_t* k8_base = reinterpret_cast<const uint8_t*>(p.k) + kv_base;
+  const uint8_t* v8_base = reinterpret_cast<const uint8_t*>(p.v) + kv_base;
+  // One 16-byte bf16 chunk, or the 8 E4M3 bytes that widen into it.
+  auto copy_row = [&](uint32_t ks, uint32_t vs, int r, int64_t off, bool valid) {
+    if (p.kv_fp8) {
+      const uint32_t dst = r * D + ld_c * 8;
+      CpAsync8(ks + dst, k8_base + off, valid);
+      CpAsync8(vs + dst, v8_base + off, valid);
+    } else {
+      const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
+      CpAsync16(ks + dst, k_base + off, valid);
+      CpAsync16(vs + dst, v_base + off, valid);
+    }
+  };
   const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
   const int block_mask = (1 << p.block_shift) - 1;
   auto load_kv = [&](int tile, int stage) {
     const int u0 = b.tile_lo + tile * BN;
-    const uint32_t ks = SmemAddr(k_s + stage * BN * D), vs = SmemAddr(v_s + stage * BN * D);
+    const uint32_t ks = p.kv_fp8 ? SmemAddr(k_raw + stage * BN * D) : SmemAddr(k_s + stage * BN * D);
+    const uint32_t vs = p.kv_fp8 ? SmemAddr(v_raw + stage * BN * D) : SmemAddr(v_s + stage * BN * D);
     if (table != nullptr) {  // paged: one table lookup per row
 #pragma unroll 4
       for (int r = ld_r0; r < BN; r += kRowStep) {
         const int u = u0 + r;
         const bool valid = u >= b.valid_lo && u < b.valid_hi;
         const int64_t idx = valid ? ((int64_t)__ldg(table + (u >> p.block_shift)) << p.block_shift) + (u & block_mask) : 0;
-        const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
-        CpAsync16(ks + dst, k_base + idx * pos_stride, valid);
-        CpAsync16(vs + dst, v_base + idx * pos_stride, valid);
+        copy_row(ks, vs, r, idx * pos_stride, valid);
       }
       return;
     }
@@ -252,9 +295,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         valid = u >= 0 && u < p.capacity && (!p.length_aware || u < b.valid_hi);
       }
       const int64_t off = valid ? idx * pos_stride : 0;
-      const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
-      CpAsync16(ks + dst, k_base + off, valid);
-      CpAsync16(vs + dst, v_base + off, valid);
+      copy_row(ks, vs, r, off, valid);
       if (p.ring) {
         idx += kRowStep;
         while (idx >= p.capacity) idx -= p.capacity;
@@ -310,15 +351,29 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
           for (int ks = 0; ks < kDW / 16; ++ks) load_q_frag(i, ks, q_frag[i][ks]);
       }
     }
-    const __nv_bfloat16* ks_s = k_s + stage * BN * D;
-    const __nv_bfloat16* vs_s = v_s + stage * BN * D;
+    const __nv_bfloat16* ks_s = p.kv_fp8 ? k_s : k_s + stage * BN * D;
+    const __nv_bfloat16* vs_s = p.kv_fp8 ? k_s + BN * D : v_s + stage * BN * D;
     const int u0 = b.tile_lo + tile * BN;
+    if (p.kv_fp8) {
+      // Widen the raw tile into the bf16 tiles (free: every thread passed
+      // the barrier above after its reads of the previous tile).
+      const uint8_t* kr = k_raw + stage * BN * D;
+      const uint8_t* vr = v_raw + stage * BN * D;
+      for (int i = tid; i < BN * kChunks; i += S::kThreads) {
+        const int r = i / kChunks, c = i % kChunks;
+        const int dst = TileOffset<D>(r, c);
+        *reinterpret_cast<uint4*>(k_s + dst) = E4m3x8ToBf16x8(*reinterpret_cast<const uint2*>(kr + r * D + c * 8));
+        *reinterpret_cast<uint4*>(k_s + BN * D + dst) =
+            E4m3x8ToBf16x8(*reinterpret_cast<const uint2*>(vr + r * D + c * 8));
+      }
+      __syncthreads();
+    }
 
     // Keys outside [valid_lo, valid_hi) were read only in length-unaware mode
     // and may hold anything (NaN): their V rows must be zero, since 0 * NaN
     // would poison the P V product.
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) {
-      __nv_bfloat16* vz = v_s + stage * BN * D;
+      __nv_bfloat16* vz = const_cast<__nv_bfloat16*>(vs_s);
       for (int i = tid; i < BN * kChunks; i += S::kThreads) {
         const int r = i / kChunks, u = u0 + r;
         if (u < b.valid_lo || u >= b.valid_hi)

@@ -1,5 +1,7 @@
 #include "kernels/rope/qkv_rope.h"
 
+#include <cuda_fp8.h>
+
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
@@ -16,7 +18,8 @@ enum class Part { kQuery, kKey, kValue };
 // staged in shared memory so each lane can read its rotation partner.
 // `cos_t`/`sin_t` hold the token's rope_pairs angles (computed once per block:
 // sincosf of large angles takes the slow range-reduction path).
-__device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const float* weight,
+// dst: bf16, or E4M3 codes (unit scale, saturating) when fp8.
+__device__ void NormRopeHead(const __nv_bfloat16* src, void* dst, bool fp8, const float* weight,
                              bool rotate, const QkvRopeParams& p, float* buf, const float* cos_t,
                              const float* sin_t) {
   const int lane = threadIdx.x & 31;
@@ -38,9 +41,18 @@ __device__ void NormRopeHead(const __nv_bfloat16* src, __nv_bfloat16* dst, const
       const float c = cos_t[k], s = sin_t[k];
       out = i < half ? buf[i] * c - buf[i + half] * s : buf[i] * c + buf[i - half] * s;
     }
-    dst[i] = __float2bfloat16(out);
+    if (fp8) {
+      static_cast<__nv_fp8_e4m3*>(dst)[i] = __nv_fp8_e4m3(out);
+    } else {
+      static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(out);
+    }
   }
   __syncwarp();  // buf is reused by this warp's next head
+}
+
+// Element `index` of a cache of bf16 or E4M3 elements.
+__device__ __forceinline__ void* CacheAt(void* cache, bool fp8, size_t index) {
+  return static_cast<uint8_t*>(cache) + index * (fp8 ? 1 : 2);
 }
 
 __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_constant__ QkvRopeParams p) {
@@ -77,17 +89,17 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   const bool write_kv = row_index >= 0;
   if (job < total && (job < p.num_heads || write_kv)) {
     if (job < p.num_heads) {
-      NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d,
+      NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d, false,
                    p.q_norm, true, p, bufs[warp], cos_t, sin_t);
     } else if (job < p.num_heads + p.num_kv_heads) {
       const int j = job - p.num_heads;
-      NormRopeHead(row + (p.num_heads + j) * d, p.k_cache + cache_row + j * d, p.k_norm, true, p,
-                   bufs[warp], cos_t, sin_t);
+      NormRopeHead(row + (p.num_heads + j) * d, CacheAt(p.k_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8,
+                   p.k_norm, true, p, bufs[warp], cos_t, sin_t);
     } else {
       const int j = job - p.num_heads - p.num_kv_heads;
       const int src_head = p.k_eq_v ? p.num_heads + j : p.num_heads + p.num_kv_heads + j;
-      NormRopeHead(row + src_head * d, p.v_cache + cache_row + j * d, nullptr, false, p, bufs[warp],
-                   cos_t, sin_t);
+      NormRopeHead(row + src_head * d, CacheAt(p.v_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8, nullptr,
+                   false, p, bufs[warp], cos_t, sin_t);
     }
   }
 }

@@ -7,7 +7,8 @@
 // k + head_dim/2 for k < rope_pairs, angle pos * theta^(-2k/head_dim); other
 // dims pass unchanged (Gemma 4's proportional partial RoPE on global layers).
 //
-// Cache layout is attention.h's: [num_slots, capacity, num_kv_heads, head_dim],
+// Cache layout is attention.h's: [num_slots, capacity, num_kv_heads, head_dim]
+// (bf16, or E4M3 with kv_fp8),
 // position p at index p (or p % capacity with `ring`); or, with `kv_rows`, a
 // paged pool [rows, num_kv_heads, head_dim] where token t's K/V go to row
 // kv_rows[t] (-1: not written, e.g. the padding of a captured batch).
@@ -35,8 +36,8 @@ struct QkvRopeParams {
   const int* positions = nullptr;      // [num_tokens]
   const int* token_slot = nullptr;     // [num_tokens]
   __nv_bfloat16* q_out = nullptr;      // [num_tokens, num_heads, head_dim]
-  __nv_bfloat16* k_cache = nullptr;    // [num_slots, capacity, num_kv_heads, head_dim]
-  __nv_bfloat16* v_cache = nullptr;    // same layout
+  void* k_cache = nullptr;             // [num_slots, capacity, num_kv_heads, head_dim] bf16
+  void* v_cache = nullptr;             // same layout (or, kv_fp8: E4M3 codes, one byte each)
   int num_tokens = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -49,6 +50,8 @@ struct QkvRopeParams {
   float rope_theta = 10000.0f;
   float eps = 1e-6f;
   const int* kv_rows = nullptr;        // [num_tokens] paged rows; nullptr: slot cache
+  bool kv_fp8 = false;                 // K and V as E4M3 with unit scale, saturating (vLLM's
+                                       // uncalibrated fp8 KV): both are RMS-normalized, O(1)
 };
 
 std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream);

@@ -32,7 +32,8 @@ std::string DirFromEnv(const char* var, const std::string& fallback) {
 }
 
 std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dtype, bool random,
-                                         std::optional<WeightDType> lm_head = std::nullopt) {
+                                         std::optional<WeightDType> lm_head = std::nullopt,
+                                         KvCacheDType kv = KvCacheDType::kBF16) {
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = dir;
@@ -41,6 +42,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   o.random_weights = random;
   o.weights = dtype;
   o.lm_head = lm_head;
+  o.kv_cache_dtype = kv;
   o.kv_block_size = 0;  // slot caches: these tests drive slots directly
   CudaTuning t;
   t.exact_embed_scale = true;
@@ -76,16 +78,13 @@ struct Agreement {
 // Both LM heads: the fp8 default (an E4M3 copy of the embedding) and bf16.
 class Fp8FortunesQuality : public testing::TestWithParam<WeightDType> {};
 
-TEST_P(Fp8FortunesQuality, AgainstGolden) {
-  GEMMA_REQUIRE_GPU();
+// Prefill (all logits) and decode steps on the golden greedy tokens of every
+// fortunes golden prompt, against the float64 logits.
+void RunFortunes(CudaBackend* b, Agreement& prefill, Agreement& steps) {
   const std::string dir = DirFromEnv("GEMMA_MODELS_DIR", GEMMA_MODELS_DIR) + "/gemma4-fortunes";
   const auto golden = gpu_test::LoadGolden(dir);
   ASSERT_FALSE(golden.empty()) << dir;
-  auto b = MakeBackend(dir, WeightDType::kFP8, false, GetParam());
-  ASSERT_NE(b, nullptr);
-  const std::string head = GetParam() == WeightDType::kFP8 ? " (fp8 LM head)" : " (bf16 LM head)";
   const int vocab = b->config().vocab_size;
-  Agreement prefill, steps;
   for (const auto& g : golden) {
     b->ResetSlot(0);
     StepOutput out;
@@ -109,6 +108,16 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
       steps.Add(out.logits.data(), g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
     }
   }
+}
+
+TEST_P(Fp8FortunesQuality, AgainstGolden) {
+  GEMMA_REQUIRE_GPU();
+  const std::string dir = DirFromEnv("GEMMA_MODELS_DIR", GEMMA_MODELS_DIR) + "/gemma4-fortunes";
+  auto b = MakeBackend(dir, WeightDType::kFP8, false, GetParam());
+  ASSERT_NE(b, nullptr);
+  const std::string head = GetParam() == WeightDType::kFP8 ? " (fp8 LM head)" : " (bf16 LM head)";
+  Agreement prefill, steps;
+  RunFortunes(b.get(), prefill, steps);
   prefill.Print(("fortunes prefill vs float64" + head).c_str());
   steps.Print(("fortunes decode vs float64" + head).c_str());
   // Worst rows measured on the H200 (2026-11-30, several runs with fresh
@@ -124,6 +133,33 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
     EXPECT_GE(a->agree, 0.9 * a->confident);
   }
 }
+
+// --kv-cache-dtype fp8: K and V stored as E4M3 (unit scale), with bf16 and
+// with fp8 weights. The cache's rounding (2^-4 relative at most per element,
+// ~2^-5.8 rms) enters every attention read of every later position.
+class Fp8KvFortunesQuality : public testing::TestWithParam<WeightDType> {};
+
+TEST_P(Fp8KvFortunesQuality, AgainstGolden) {
+  GEMMA_REQUIRE_GPU();
+  const std::string dir = DirFromEnv("GEMMA_MODELS_DIR", GEMMA_MODELS_DIR) + "/gemma4-fortunes";
+  auto b = MakeBackend(dir, GetParam(), false, std::nullopt, KvCacheDType::kFP8);
+  ASSERT_NE(b, nullptr);
+  const std::string what = std::string(" (fp8 KV cache, ") + std::string(WeightDTypeName(GetParam())) + " weights)";
+  Agreement prefill, steps;
+  RunFortunes(b.get(), prefill, steps);
+  prefill.Print(("fortunes prefill vs float64" + what).c_str());
+  steps.Print(("fortunes decode vs float64" + what).c_str());
+  for (const Agreement* a : {&prefill, &steps}) {
+    EXPECT_LT(a->worst, 0.4);
+    EXPECT_LT(a->sum / a->rows, 0.15);
+    EXPECT_GE(a->agree, 0.9 * a->confident);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, Fp8KvFortunesQuality, testing::Values(WeightDType::kBF16, WeightDType::kFP8),
+                         [](const testing::TestParamInfo<WeightDType>& i) {
+                           return std::string(WeightDTypeName(i.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(LmHead, Fp8FortunesQuality, testing::Values(WeightDType::kFP8, WeightDType::kBF16),
                          [](const testing::TestParamInfo<WeightDType>& i) {

@@ -7,6 +7,7 @@
 
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
+#include "tests/gpu/fp8_test_util.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace gemma {
@@ -140,6 +141,36 @@ void CheckQkvRope(const RopeCase& c) {
       EXPECT_LT(gpu_test::RelErrPtr(v.data() + at, rv.data(), d), 8e-3) << "token " << i << " kv " << j;
     }
   }
+
+  // The same into an E4M3 cache (--kv-cache-dtype fp8): every written code
+  // within E4M3's rounding (half a unit: 2^-4 relative, 2^-10 absolute
+  // below the normal range) of the bf16 cache's value; q unchanged.
+  DeviceArray<uint8_t> dk8(cache_n), dv8(cache_n);
+  DeviceArray<__nv_bfloat16> dq8(size_t(t) * c.heads * d);
+  kernels::QkvRopeParams p8 = p;
+  p8.q_out = dq8.get();
+  p8.k_cache = dk8.get();
+  p8.v_cache = dv8.get();
+  p8.kv_fp8 = true;
+  ASSERT_EQ(kernels::LaunchQkvRope(p8, nullptr), "");
+  EXPECT_EQ(dq8.Download(), dq.Download());
+  const auto k8 = dk8.Download(), v8 = dv8.Download();
+  int checked = 0;
+  for (int i = 0; i < t; ++i) {
+    const size_t idx = c.ring ? c.positions[i] % c.capacity : c.positions[i];
+    for (int j = 0; j < c.kv_heads; ++j) {
+      const size_t at = ((size_t(slot[i]) * c.capacity + idx) * c.kv_heads + j) * d;
+      for (int e = 0; e < d; ++e) {
+        for (const auto& [code, want] : {std::pair{k8[at + e], k[at + e]}, std::pair{v8[at + e], v[at + e]}}) {
+          const float got = fp8_test::Decode(code);
+          ASSERT_LE(std::fabs(got - want), 0.0625f * std::fabs(want) + 1.0f / 1024)
+              << "token " << i << " kv " << j << " dim " << e << ": E4M3 " << got << " vs bf16 " << want;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * t * c.kv_heads * d);
 }
 
 TEST(QkvRopeTest, SlidingD256RingWrap) {

@@ -1,5 +1,7 @@
 #include "tests/kernels/attention_case.h"
 
+#include <cuda_fp8.h>
+
 #include <algorithm>
 
 namespace gemma::kernels::testing {
@@ -32,6 +34,11 @@ AttentionProblem::AttentionProblem(const AttentionCase& c) : c_(c) {
   q_ = RandomBf16(q_elems, c.q_range, rng);
   k_ = RandomBf16(kv_elems, 1.0f, rng);
   v_ = RandomBf16(kv_elems, 1.0f, rng);
+  if (c.e4m3_values) {
+    for (auto* kv : {&k_, &v_}) {
+      for (uint16_t& x : *kv) x = FloatToBf16(float(__nv_fp8_e4m3(Bf16ToFloat(x))));
+    }
+  }
   if (c.poison_unused_cache) {
     // Mark every cache index some sequence reads as live; the rest is NaN.
     std::vector<char> live(static_cast<size_t>(c.num_slots) * c.capacity, 0);
@@ -123,6 +130,32 @@ AttentionParams AttentionProblem::PagedParams(int block_size) {
   p.block_size = block_size;
   p.num_blocks = num_blocks;
   return p;
+}
+
+AttentionParams AttentionProblem::Fp8(const AttentionParams& p) {
+  const size_t rows = p.block_tables != nullptr ? static_cast<size_t>(p.num_blocks) * p.block_size
+                                                : static_cast<size_t>(p.num_slots) * p.capacity;
+  const size_t n = rows * p.num_kv_heads * p.head_dim;
+  auto convert = [&](const void* bf16) {
+    std::vector<uint16_t> host(n);
+    std::vector<uint8_t> codes(n);
+    cudaMemcpy(host.data(), bf16, n * 2, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; ++i) {
+      const float f = Bf16ToFloat(host[i]);
+      const __nv_fp8_e4m3 e(f);
+      // Exact by construction (NaN poison stays NaN).
+      EXPECT_TRUE(std::isnan(f) || float(e) == f) << "element " << i << " = " << f << " is no E4M3 value";
+      codes[i] = e.__x;
+    }
+    return Upload(codes);
+  };
+  d_k8_ = convert(p.k_cache);
+  d_v8_ = convert(p.v_cache);
+  AttentionParams f = p;
+  f.k_cache = d_k8_.as<void>();
+  f.v_cache = d_v8_.as<void>();
+  f.kv_fp8 = true;
+  return f;
 }
 
 cudaError_t AttentionProblem::Poison() const {

@@ -78,6 +78,10 @@ struct AttentionCase {
   // Cache rows at positions >= a sequence's length (or outside its window)
   // hold NaN instead of random data: the kernel must never let them matter.
   bool poison_unused_cache = false;
+  // K and V rounded to E4M3 values (exact in bf16): the same cache then
+  // exists as E4M3 codes (AttentionProblem::Fp8), and an fp8-cache kernel
+  // must compute the very bits of the bf16 one.
+  bool e4m3_values = false;
   uint32_t seed = 1;
 };
 
@@ -93,6 +97,9 @@ class AttentionProblem {
   // blocks wholly before a sequence's first window are -1 (released), as
   // the engine's block manager leaves them. The reference is unchanged.
   AttentionParams PagedParams(int block_size);
+  // `p` (Params() or PagedParams()) reading an E4M3 copy of its K / V
+  // buffers (kv_fp8). Needs e4m3_values, so that the copy is exact.
+  AttentionParams Fp8(const AttentionParams& p);
   cudaError_t Poison() const;
   // out as floats; NaN where the kernel did not write.
   std::vector<float> Output() const;
@@ -114,6 +121,7 @@ class AttentionProblem {
   std::vector<uint16_t> q_, k_, v_;
   DeviceBuffer d_q_, d_out_, d_k_, d_v_, d_slot_, d_offsets_, d_pos0_;
   DeviceBuffer d_paged_k_, d_paged_v_, d_tables_, d_table_offsets_;
+  DeviceBuffer d_k8_, d_v8_;
 };
 
 struct ErrorReport {

@@ -85,6 +85,12 @@ TEST(GenerateCliTest, Fp8OptionsOnTheCpuBackendAreRefusedByName) {
   EXPECT_EQ(weights.exit_code, 1) << weights.out;
   EXPECT_NE(weights.out.find("--weights fp8 is supported by the cuda backend only"), std::string::npos)
       << weights.out;
+  const Result kv = RunGenerate("--model " + kFortunes + " --prompt x --max-tokens 1 --kv-cache-dtype fp8", true);
+  EXPECT_EQ(kv.exit_code, 1) << kv.out;
+  EXPECT_NE(kv.out.find("--kv-cache-dtype fp8 is supported by the cuda backend only"), std::string::npos) << kv.out;
+  const Result bad_kv = RunGenerate("--model " + kFortunes + " --prompt x --kv-cache-dtype fp16", true);
+  EXPECT_EQ(bad_kv.exit_code, 2) << bad_kv.out;
+  EXPECT_NE(bad_kv.out.find("--kv-cache-dtype"), std::string::npos) << bad_kv.out;
   const Result bad = RunGenerate("--model " + kFortunes + " --prompt x --lm-head fp16", true);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--lm-head"), std::string::npos) << bad.out;

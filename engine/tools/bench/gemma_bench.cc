@@ -36,6 +36,7 @@ struct Flags {
   std::string model_dir, config_dir, json_path;
   WeightDType weights = WeightDType::kBF16;
   std::optional<WeightDType> lm_head;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;
   bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
@@ -131,6 +132,7 @@ BackendOptions BaseOptions(const Flags& f) {
   o.random_weights = f.random_weights;
   o.weights = f.weights;
   o.lm_head = f.lm_head;
+  o.kv_cache_dtype = f.kv_cache_dtype;
   return o;
 }
 
@@ -253,6 +255,7 @@ int main(int argc, char** argv) {
   auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
   app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
   gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
+  gemma::AddKvCacheDTypeFlag(app, &f.kv_cache_dtype);
   app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");

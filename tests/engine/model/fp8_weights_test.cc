@@ -121,5 +121,15 @@ TEST(WeightDTypeFlagTest, ParsesAndNamesBadValues) {
   EXPECT_EQ(WeightDTypeName(WeightDType::kFP8), "fp8");
 }
 
+TEST(KvCacheDTypeFlagTest, ParsesVllmNamesAndNamesBadValues) {
+  EXPECT_EQ(*ParseKvCacheDType("--kv-cache-dtype", "auto"), KvCacheDType::kBF16);
+  EXPECT_EQ(*ParseKvCacheDType("--kv-cache-dtype", "bf16"), KvCacheDType::kBF16);
+  EXPECT_EQ(*ParseKvCacheDType("--kv-cache-dtype", "fp8"), KvCacheDType::kFP8);
+  EXPECT_EQ(*ParseKvCacheDType("--kv-cache-dtype", "fp8_e4m3"), KvCacheDType::kFP8);
+  EXPECT_ERROR(ParseKvCacheDType("--kv-cache-dtype", "fp8_e5m2").status(),
+               "--kv-cache-dtype must be auto, bf16, fp8 or fp8_e4m3, got 'fp8_e5m2'");
+  EXPECT_EQ(KvCacheDTypeName(KvCacheDType::kFP8), "fp8");
+}
+
 }  // namespace
 }  // namespace gemma

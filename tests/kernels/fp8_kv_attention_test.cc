@@ -1,0 +1,158 @@
+// Attention over an E4M3 KV cache (--kv-cache-dtype fp8). With K and V that
+// are E4M3 values, the fp8-cache kernels (raw bytes copied, widened to bf16
+// in shared memory) must compute the very bits the bf16-cache kernels compute
+// on the same values: decode at several split counts and prefill in every
+// tile configuration, slot, ring and paged caches, the 31B shapes, NaN in
+// unused cache rows; and stay within the float64 reference's tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "tests/kernels/attention_case.h"
+
+namespace gemma::kernels::testing {
+namespace {
+
+constexpr double kTolerance = 1e-2;
+
+// Same bits (NaN where either has NaN counts as a mismatch: nothing may be
+// left unwritten).
+void ExpectSameBits(const std::vector<float>& fp8, const std::vector<float>& bf16) {
+  ASSERT_EQ(fp8.size(), bf16.size());
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < fp8.size(); ++i) {
+    if (std::isnan(fp8[i]) || std::isnan(bf16[i]) || std::memcmp(&fp8[i], &bf16[i], 4) != 0) {
+      if (differ++ == 0) first = i;
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "first at " << first << ": fp8 cache " << fp8[first] << ", bf16 cache " << bf16[first];
+}
+
+class Fp8KvAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
+  }
+
+  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged.
+  template <typename Launch>
+  void Compare2(AttentionCase c, const std::string& what, Launch launch) {
+    c.e4m3_values = true;
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    for (int view = 0; view < 2; ++view) {
+      SCOPED_TRACE(what + (view ? " paged" : " slots"));
+      const AttentionParams bf16 = view ? prob.PagedParams(16) : prob.Params();
+      const AttentionParams fp8 = prob.Fp8(bf16);
+      CUDA_OK(prob.Poison());
+      ASSERT_EQ(launch(bf16), "");
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> want = prob.Output();
+      CUDA_OK(prob.Poison());
+      ASSERT_EQ(launch(fp8), "");
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> got = prob.Output();
+      ExpectSameBits(got, want);
+      const ErrorReport r = Compare(got, ref);
+      EXPECT_EQ(r.num_not_finite, 0);
+      EXPECT_LT(r.rel_error, kTolerance);
+    }
+  }
+
+  void Decode(const AttentionCase& c, std::initializer_list<int> splits) {
+    for (int num_splits : splits) {
+      DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads, c.head_dim, num_splits));
+      Compare2(c, "decode, splits " + std::to_string(num_splits), [&](const AttentionParams& p) {
+        return LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr);
+      });
+    }
+  }
+
+  void Prefill(const AttentionCase& c) {
+    std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim);
+    ASSERT_FALSE(configs.empty());
+    for (const std::string& name : configs) {
+      Compare2(c, "prefill " + name,
+               [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
+    }
+    Compare2(c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); });
+  }
+};
+
+AttentionCase DecodeCase(int d, int heads, int kv, std::vector<int> lens, std::vector<int> slots) {
+  AttentionCase c{.head_dim = d, .num_heads = heads, .num_kv_heads = kv};
+  for (int len : lens) {
+    c.q_lens.push_back(1);
+    c.q_pos0.push_back(len - 1);
+  }
+  c.slots = std::move(slots);
+  c.num_slots = static_cast<int>(c.slots.size());
+  return c;
+}
+
+TEST_F(Fp8KvAttentionTest, DecodeGlobal31B) {
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  c.capacity = 2048;
+  c.poison_unused_cache = true;
+  Decode(c, {1, 7, 64});
+}
+
+TEST_F(Fp8KvAttentionTest, DecodeSliding31BRing) {
+  AttentionCase c = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  c.window = 1024;
+  c.capacity = 1024;
+  c.ring = true;
+  c.poison_unused_cache = true;
+  c.seed = 2;
+  Decode(c, {1, 9});
+}
+
+TEST_F(Fp8KvAttentionTest, DecodeFixtureHeadDims) {
+  for (int d : {32, 64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionCase c = DecodeCase(d, 4, 2, {1, 33, 300}, {2, 0, 1});
+    c.capacity = 320;
+    c.seed = 10 + d;
+    Decode(c, {1, 4});
+  }
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillGlobal31BChunks) {
+  AttentionCase c{.head_dim = 512, .num_heads = 32, .num_kv_heads = 4, .capacity = 400, .num_slots = 3};
+  c.q_lens = {70, 1, 33};
+  c.q_pos0 = {200, 0, 366};  // chunked prefill: earlier keys are in the cache
+  c.slots = {2, 0, 1};
+  c.seed = 3;
+  Prefill(c);
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillSliding31BRing) {
+  AttentionCase c{.head_dim = 256, .num_heads = 32, .num_kv_heads = 16, .window = 1024,
+                  .capacity = 1280, .num_slots = 2, .ring = true};
+  c.q_lens = {200, 45};
+  c.q_pos0 = {1300, 0};
+  c.slots = {1, 0};
+  c.poison_unused_cache = true;
+  c.seed = 4;
+  Prefill(c);
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillFixtureHeadDims) {
+  for (int d : {32, 64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionCase c{.head_dim = d, .num_heads = 4, .num_kv_heads = 1, .capacity = 200, .num_slots = 2};
+    c.q_lens = {97, 5};
+    c.q_pos0 = {0, 150};
+    c.slots = {0, 1};
+    c.seed = 20 + d;
+    Prefill(c);
+  }
+}
+
+}  // namespace
+}  // namespace gemma::kernels::testing
