@@ -58,8 +58,9 @@ struct AttentionParams {
   int block_size = 0;                  // power of two
   int num_blocks = 0;                  // blocks in the pool
   // The cache holds E4M3 codes (unit scale, one byte per element, same
-  // layout; qkv_rope.h writes them): tiles are copied as bytes and widened
-  // to bf16 in shared memory (exactly), so the math is the bf16 kernels'.
+  // layout; qkv_rope.h writes them): tiles are copied as bytes and each K /
+  // V fragment is widened to bf16 in registers (exactly), so the math is the
+  // bf16 kernels'.
   bool kv_fp8 = false;
 };
 

@@ -32,7 +32,7 @@ struct KernelParams {
   const int* table_offsets;  // [num_seqs]
   int block_shift;           // log2(block_size)
   bool pdl = false;          // launched with programmatic dependent launch (decode)
-  bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale), widened to bf16 in shared memory
+  bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale), widened to bf16 in registers
 };
 
 // One compiled instance of the tile kernel.

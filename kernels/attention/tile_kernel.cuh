@@ -73,11 +73,6 @@ __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool va
                "r"(src_bytes));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-// 8 bytes (one E4M3 chunk of 8 values): cp.async.cg copies 16 only.
-__device__ __forceinline__ void CpAsync8(uint32_t dst, const void* src, bool valid) {
-  int src_bytes = valid ? 8 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -106,20 +101,13 @@ __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
   return y;
 }
 
-// Eight E4M3 values (little-endian bytes) as eight bf16, exactly: every
-// E4M3 value is a bf16 value.
-__device__ __forceinline__ uint4 E4m3x8ToBf16x8(uint2 v) {
-  uint32_t out[4];
-  const uint32_t in[2] = {v.x, v.y};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(in[i / 2] >> (16 * (i % 2)));
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    out[i] = *reinterpret_cast<const uint32_t*>(&b);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
+// Two E4M3 values (the low byte first) as a packed bf16 pair, exactly:
+// every E4M3 value is a bf16 value.
+__device__ __forceinline__ uint32_t E4m3x2ToBf16x2(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
 }
 
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
@@ -140,6 +128,16 @@ __device__ __forceinline__ int TileOffset(int row, int chunk) {
   constexpr int kChunks = D / 8;
   constexpr int kSwizzle = (kChunks < 8 ? kChunks : 8) - 1;
   return row * D + ((chunk ^ (row & kSwizzle)) << 3);
+}
+
+// Byte offset of element (row, col) in a [rows][D] E4M3 tile: 16-byte chunks
+// XOR-swizzled by row, so the fragment reads below (8 rows of one column
+// range at once) hit distinct banks.
+template <int D>
+__device__ __forceinline__ int RawOffset(int row, int col) {
+  constexpr int kChunks = D / 16;
+  constexpr int kSwizzle = (kChunks < 8 ? kChunks : 8) - 1;
+  return row * D + ((((col >> 4) ^ (row & kSwizzle)) << 4) | (col & 15));
 }
 
 // ---- per-block bookkeeping --------------------------------------------------
@@ -200,13 +198,10 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   __nv_bfloat16* k_s = q_s + kBM * D;
   __nv_bfloat16* v_s = k_s + STAGES * BN * D;
   float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
-  // E4M3 cache (p.kv_fp8): the copies land in rings of raw tiles (BN x D
-  // bytes per stage, row-major), and each tile is widened into one bf16 K
-  // and one bf16 V tile (the layout the copies have in bf16 mode) just
-  // before it is used. Same bytes or fewer: (2 + STAGES) x BN x D x 2 <=
-  // 4 x STAGES x BN x D for STAGES >= 2, so red_s does not move.
-  uint8_t* k_raw = reinterpret_cast<uint8_t*>(k_s + 2 * BN * D);
-  uint8_t* v_raw = k_raw + STAGES * BN * D;
+  // E4M3 cache (p.kv_fp8): each stage holds the raw tile (BN x D bytes, in
+  // the first half of the stage's bf16 space, RawOffset layout), and the K
+  // and V fragments are widened to bf16 in registers as the MMAs read them
+  // (in place of ldmatrix): no extra pass over shared memory, no barrier.
   float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
@@ -252,30 +247,36 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       ((int64_t)b.slot * p.capacity * p.num_kv_heads + b.kv_head) * D + ld_c * 8;
   const __nv_bfloat16* k_base = p.k + kv_base;
   const __nv_bfloat16* v_base = p.v + kv_base;
-  // E4M3: the same element offsets are byte offsets.
-  const uint8_t* k8_base = reinterpret_cast<const uint8_t*>(p.k) + kv_base;
-  const uint8_t* v8_base = reinterpret_cast<const uint8_t*>(p.v) + kv_base;
-  // One 16-byte bf16 chunk, or the 8 E4M3 bytes that widen into it.
+  // E4M3: one byte per element, 16-byte chunks of 16 elements (thread t
+  // copies chunk t % kRawChunks of rows t / kRawChunks + k * kRawRowStep).
+  constexpr int kRawChunks = D / 16;
+  static_assert(S::kThreads % kRawChunks == 0, "a raw pass must cover whole rows");
+  constexpr int kRawRowStep = S::kThreads / kRawChunks;
+  const int raw_c = tid % kRawChunks, raw_r0 = tid / kRawChunks;
+  const int64_t raw_base = ((int64_t)b.slot * p.capacity * p.num_kv_heads + b.kv_head) * D + raw_c * 16;
+  const uint8_t* k8_base = reinterpret_cast<const uint8_t*>(p.k) + raw_base;
+  const uint8_t* v8_base = reinterpret_cast<const uint8_t*>(p.v) + raw_base;
   auto copy_row = [&](uint32_t ks, uint32_t vs, int r, int64_t off, bool valid) {
     if (p.kv_fp8) {
-      const uint32_t dst = r * D + ld_c * 8;
-      CpAsync8(ks + dst, k8_base + off, valid);
-      CpAsync8(vs + dst, v8_base + off, valid);
+      const uint32_t dst = RawOffset<D>(r, raw_c * 16);
+      CpAsync16(ks + dst, k8_base + off, valid);
+      CpAsync16(vs + dst, v8_base + off, valid);
     } else {
       const uint32_t dst = TileOffset<D>(r, ld_c) * 2;
       CpAsync16(ks + dst, k_base + off, valid);
       CpAsync16(vs + dst, v_base + off, valid);
     }
   };
+  const int row0 = p.kv_fp8 ? raw_r0 : ld_r0;
+  const int row_step = p.kv_fp8 ? kRawRowStep : kRowStep;
   const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
   const int block_mask = (1 << p.block_shift) - 1;
   auto load_kv = [&](int tile, int stage) {
     const int u0 = b.tile_lo + tile * BN;
-    const uint32_t ks = p.kv_fp8 ? SmemAddr(k_raw + stage * BN * D) : SmemAddr(k_s + stage * BN * D);
-    const uint32_t vs = p.kv_fp8 ? SmemAddr(v_raw + stage * BN * D) : SmemAddr(v_s + stage * BN * D);
+    const uint32_t ks = SmemAddr(k_s + stage * BN * D), vs = SmemAddr(v_s + stage * BN * D);
     if (table != nullptr) {  // paged: one table lookup per row
 #pragma unroll 4
-      for (int r = ld_r0; r < BN; r += kRowStep) {
+      for (int r = row0; r < BN; r += row_step) {
         const int u = u0 + r;
         const bool valid = u >= b.valid_lo && u < b.valid_hi;
         const int64_t idx = valid ? ((int64_t)__ldg(table + (u >> p.block_shift)) << p.block_shift) + (u & block_mask) : 0;
@@ -283,9 +284,9 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       }
       return;
     }
-    int idx = p.ring ? ((u0 + ld_r0) % p.capacity + p.capacity) % p.capacity : 0;
+    int idx = p.ring ? ((u0 + row0) % p.capacity + p.capacity) % p.capacity : 0;
 #pragma unroll 4
-    for (int r = ld_r0; r < BN; r += kRowStep) {
+    for (int r = row0; r < BN; r += row_step) {
       const int u = u0 + r;
       bool valid;
       if (p.ring) {
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       const int64_t off = valid ? idx * pos_stride : 0;
       copy_row(ks, vs, r, off, valid);
       if (p.ring) {
-        idx += kRowStep;
+        idx += row_step;
         while (idx >= p.capacity) idx -= p.capacity;
       }
     }
@@ -351,33 +352,24 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
           for (int ks = 0; ks < kDW / 16; ++ks) load_q_frag(i, ks, q_frag[i][ks]);
       }
     }
-    const __nv_bfloat16* ks_s = p.kv_fp8 ? k_s : k_s + stage * BN * D;
-    const __nv_bfloat16* vs_s = p.kv_fp8 ? k_s + BN * D : v_s + stage * BN * D;
+    const __nv_bfloat16* ks_s = k_s + stage * BN * D;
+    const __nv_bfloat16* vs_s = v_s + stage * BN * D;
+    const uint8_t* kr = reinterpret_cast<const uint8_t*>(ks_s);  // kv_fp8: the raw tiles
+    const uint8_t* vr = reinterpret_cast<const uint8_t*>(vs_s);
     const int u0 = b.tile_lo + tile * BN;
-    if (p.kv_fp8) {
-      // Widen the raw tile into the bf16 tiles (free: every thread passed
-      // the barrier above after its reads of the previous tile).
-      const uint8_t* kr = k_raw + stage * BN * D;
-      const uint8_t* vr = v_raw + stage * BN * D;
-      for (int i = tid; i < BN * kChunks; i += S::kThreads) {
-        const int r = i / kChunks, c = i % kChunks;
-        const int dst = TileOffset<D>(r, c);
-        *reinterpret_cast<uint4*>(k_s + dst) = E4m3x8ToBf16x8(*reinterpret_cast<const uint2*>(kr + r * D + c * 8));
-        *reinterpret_cast<uint4*>(k_s + BN * D + dst) =
-            E4m3x8ToBf16x8(*reinterpret_cast<const uint2*>(vr + r * D + c * 8));
-      }
-      __syncthreads();
-    }
 
     // Keys outside [valid_lo, valid_hi) were read only in length-unaware mode
     // and may hold anything (NaN): their V rows must be zero, since 0 * NaN
     // would poison the P V product.
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) {
-      __nv_bfloat16* vz = const_cast<__nv_bfloat16*>(vs_s);
-      for (int i = tid; i < BN * kChunks; i += S::kThreads) {
-        const int r = i / kChunks, u = u0 + r;
-        if (u < b.valid_lo || u >= b.valid_hi)
-          *reinterpret_cast<uint4*>(vz + TileOffset<D>(r, i % kChunks)) = make_uint4(0, 0, 0, 0);
+      __nv_bfloat16* vz = v_s + stage * BN * D;
+      const int chunks = p.kv_fp8 ? kRawChunks : kChunks;
+      for (int i = tid; i < BN * chunks; i += S::kThreads) {
+        const int r = i / chunks, u = u0 + r;
+        if (u >= b.valid_lo && u < b.valid_hi) continue;
+        uint4* z = p.kv_fp8 ? reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(vz) + RawOffset<D>(r, 16 * (i % chunks)))
+                            : reinterpret_cast<uint4*>(vz + TileOffset<D>(r, i % chunks));
+        *z = make_uint4(0, 0, 0, 0);
       }
       __syncthreads();
     }
@@ -399,9 +391,21 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
       for (int n2 = 0; n2 < BN / 16; ++n2) {
         uint32_t bk[4];
-        const int r = n2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int c = (wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
-        LdMatrixX4(SmemAddr(ks_s + TileOffset<D>(r, c)), bk);
+        if (p.kv_fp8) {
+          // What ldmatrix.x4 gives (below): register j holds row
+          // n2 * 16 + lane / 4 + 8 (j / 2), columns col0 + 8 (j % 2) +
+          // 2 (lane % 4) and one more.
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int row = n2 * 16 + (lane >> 2) + ((j >> 1) << 3);
+            const int col = wd * kDW + ks * 16 + ((j & 1) << 3) + ((lane & 3) << 1);
+            bk[j] = E4m3x2ToBf16x2(*reinterpret_cast<const uint16_t*>(kr + RawOffset<D>(row, col)));
+          }
+        } else {
+          const int r = n2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int c = (wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
+          LdMatrixX4(SmemAddr(ks_s + TileOffset<D>(r, c)), bk);
+        }
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
           const uint32_t(&a)[4] = S::kQInRegs ? q_frag[i][S::kQInRegs ? ks : 0] : a_tmp[i];
@@ -611,9 +615,21 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
       for (int n2 = 0; n2 < kDW / 16; ++n2) {
         uint32_t bv[4];
-        const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        const int c = (wd * kDW + n2 * 16) / 8 + (lane >> 4);
-        LdMatrixX4Trans(SmemAddr(vs_s + TileOffset<D>(r, c)), bv);
+        if (p.kv_fp8) {
+          // What ldmatrix.x4.trans gives (below): register j holds column
+          // col0 + 8 (j / 2) + lane / 4 of rows kk * 16 + 8 (j % 2) +
+          // 2 (lane % 4) (low half) and the next row (high half).
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int row = kk * 16 + ((j & 1) << 3) + ((lane & 3) << 1);
+            const int col = wd * kDW + n2 * 16 + ((j >> 1) << 3) + (lane >> 2);
+            bv[j] = E4m3x2ToBf16x2(uint32_t(vr[RawOffset<D>(row, col)]) | (uint32_t(vr[RawOffset<D>(row + 1, col)]) << 8));
+          }
+        } else {
+          const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int c = (wd * kDW + n2 * 16) / 8 + (lane >> 4);
+          LdMatrixX4Trans(SmemAddr(vs_s + TileOffset<D>(r, c)), bv);
+        }
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
           Mma16816(o[i][2 * n2], a[i], bv[0], bv[1]);

@@ -1,6 +1,6 @@
 // Attention over an E4M3 KV cache (--kv-cache-dtype fp8). With K and V that
-// are E4M3 values, the fp8-cache kernels (raw bytes copied, widened to bf16
-// in shared memory) must compute the very bits the bf16-cache kernels compute
+// are E4M3 values, the fp8-cache kernels (raw bytes copied, each K / V
+// fragment widened to bf16 in registers) must compute the very bits the bf16-cache kernels compute
 // on the same values: decode at several split counts and prefill in every
 // tile configuration, slot, ring and paged caches, the 31B shapes, NaN in
 // unused cache rows; and stay within the float64 reference's tolerance.
@@ -39,9 +39,10 @@ class Fp8KvAttentionTest : public ::testing::Test {
     setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
   }
 
-  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged.
+  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged;
+  // `same_bits`: both ran the same kernel configuration.
   template <typename Launch>
-  void Compare2(AttentionCase c, const std::string& what, Launch launch) {
+  void Compare2(AttentionCase c, const std::string& what, Launch launch, bool same_bits = true) {
     c.e4m3_values = true;
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
@@ -57,7 +58,7 @@ class Fp8KvAttentionTest : public ::testing::Test {
       ASSERT_EQ(launch(fp8), "");
       CUDA_OK(cudaDeviceSynchronize());
       const std::vector<float> got = prob.Output();
-      ExpectSameBits(got, want);
+      if (same_bits) ExpectSameBits(got, want);
       const ErrorReport r = Compare(got, ref);
       EXPECT_EQ(r.num_not_finite, 0);
       EXPECT_LT(r.rel_error, kTolerance);
@@ -80,7 +81,10 @@ class Fp8KvAttentionTest : public ::testing::Test {
       Compare2(c, "prefill " + name,
                [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
     }
-    Compare2(c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); });
+    // Autotuned: each cache dtype has its own tuning bucket, so the two may
+    // run different configurations (other summation orders).
+    Compare2(
+        c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); }, false);
   }
 };
 
