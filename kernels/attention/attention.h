@@ -82,7 +82,8 @@ std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t
 // Names of the prefill tile configurations compiled for head_dim (empty if the
 // head_dim is unsupported), and a launch with one of them by name ("default":
 // the fixed default). For tests and benchmarks.
-std::vector<std::string> PrefillAttentionConfigs(int head_dim);
+// kv_fp8: only those with an E4M3-cache build (the others refuse such a cache).
+std::vector<std::string> PrefillAttentionConfigs(int head_dim, bool kv_fp8 = false);
 std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
                                              const std::string& config, cudaStream_t stream);
 

@@ -67,8 +67,11 @@ std::string SetUpDecode(int head_dim, const attention::KernelEntry& e) {
   auto it = results.find(head_dim);
   if (it != results.end()) return it->second;
   std::string error;
-  if (cudaError_t err = e.setup(); err != cudaSuccess)
-    error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
+  for (cudaError_t (*setup)() : {e.setup, e.setup_fp8}) {
+    if (setup == nullptr) continue;
+    if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
+      error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
+  }
   results.emplace(head_dim, error);
   return error;
 }
@@ -103,7 +106,9 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   k.num_splits = num_splits;
   k.partial = static_cast<float*>(workspace);
   k.pdl = true;
-  e.launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
+  const auto launch = params.kv_fp8 ? e.launch_fp8 : e.launch;
+  if (launch == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(params.head_dim);
+  launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
   if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
   if (num_splits == 1) return "";
   LaunchWithPdl(CombineSplitsKernel, dim3(params.num_heads, params.num_seqs), dim3(kCombineThreads), 0, stream,

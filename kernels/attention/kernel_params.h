@@ -32,7 +32,7 @@ struct KernelParams {
   const int* table_offsets;  // [num_seqs]
   int block_shift;           // log2(block_size)
   bool pdl = false;          // launched with programmatic dependent launch (decode)
-  bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale), widened to bf16 in registers
+  bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale): launch_fp8 instances only
 };
 
 // One compiled instance of the tile kernel.
@@ -42,6 +42,10 @@ struct KernelEntry {
   int threads, smem_bytes;
   cudaError_t (*setup)();    // raises the dynamic shared-memory limit
   void (*launch)(const KernelParams&, dim3 grid, cudaStream_t);
+  // The same configuration over an E4M3 cache (kv_fp8); null where not
+  // compiled (tile_instances.cuh says which).
+  cudaError_t (*setup_fp8)() = nullptr;
+  void (*launch_fp8)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
 };
 
 struct KernelTable {

@@ -28,9 +28,11 @@ std::string SetUpTable(int head_dim, const KernelTable& table) {
   if (it != results.end()) return it->second;
   std::string error;
   for (const KernelEntry& e : table.prefill) {
-    if (cudaError_t err = e.setup(); err != cudaSuccess && error.empty())
-      error = "prefill attention: cannot set shared memory of " + e.name + ": " +
-              cudaGetErrorString(err);
+    for (cudaError_t (*setup)() : {e.setup, e.setup_fp8}) {
+      if (setup == nullptr) continue;
+      if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
+        error = "prefill attention: cannot set shared memory of " + e.name + ": " + cudaGetErrorString(err);
+    }
   }
   results.emplace(head_dim, error);
   return error;
@@ -51,12 +53,23 @@ std::string Launch(const KernelEntry& e, const AttentionParams& p, cudaStream_t 
   k.tokens_per_block = e.block_m;
   const int m_tiles = (p.max_q_len + e.block_m - 1) / e.block_m;
   if (m_tiles > 65535) return "prefill attention: max_q_len " + std::to_string(p.max_q_len) + " too long";
-  e.launch(k, dim3(p.num_heads, m_tiles, p.num_seqs), stream);
+  const auto launch = p.kv_fp8 ? e.launch_fp8 : e.launch;
+  if (launch == nullptr) return "prefill attention: configuration " + e.name + " has no E4M3-cache build";
+  launch(k, dim3(p.num_heads, m_tiles, p.num_seqs), stream);
   return attention::LastLaunchError("prefill attention");
 }
 
-const KernelEntry* FindByName(const KernelTable& t, const std::string& name) {
-  if (name == "default") return &t.prefill[t.default_prefill];
+// The default configuration for the cache's dtype: E4M3 takes the first
+// entry that has an E4M3 build.
+const KernelEntry* Default(const KernelTable& t, bool kv_fp8) {
+  if (!kv_fp8) return &t.prefill[t.default_prefill];
+  for (const KernelEntry& e : t.prefill)
+    if (e.launch_fp8 != nullptr) return &e;
+  return nullptr;
+}
+
+const KernelEntry* FindByName(const KernelTable& t, const std::string& name, bool kv_fp8) {
+  if (name == "default") return Default(t, kv_fp8);
   for (const KernelEntry& e : t.prefill)
     if (e.name == name) return &e;
   return nullptr;
@@ -113,7 +126,7 @@ std::string Tune(const AttentionParams& p, const KernelTable& table, const std::
   const KernelEntry* best = nullptr;
   float best_ms = 0.f;
   for (const KernelEntry& e : table.prefill) {
-    if (e.smem_bytes > smem_optin) continue;
+    if (e.smem_bytes > smem_optin || (p.kv_fp8 && e.launch_fp8 == nullptr)) continue;
     float ms = 0.f;
     if (std::string err = TimeConfig(e, p, stream, &ms); !err.empty()) return err;
     if (best == nullptr || ms < best_ms) best = &e, best_ms = ms;
@@ -125,10 +138,11 @@ std::string Tune(const AttentionParams& p, const KernelTable& table, const std::
 
 }  // namespace
 
-std::vector<std::string> PrefillAttentionConfigs(int head_dim) {
+std::vector<std::string> PrefillAttentionConfigs(int head_dim, bool kv_fp8) {
   std::vector<std::string> names;
   if (const KernelTable* t = attention::TableForHeadDim(head_dim))
-    for (const KernelEntry& e : t->prefill) names.push_back(e.name);
+    for (const KernelEntry& e : t->prefill)
+      if (!kv_fp8 || e.launch_fp8 != nullptr) names.push_back(e.name);
   return names;
 }
 
@@ -146,7 +160,7 @@ std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
                                              const std::string& config, cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
   const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
-  const KernelEntry* e = FindByName(table, config);
+  const KernelEntry* e = FindByName(table, config, params.kv_fp8);
   if (e == nullptr)
     return "prefill attention: no configuration '" + config + "' for head_dim " +
            std::to_string(params.head_dim);
@@ -159,7 +173,8 @@ std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t s
   const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
   if (std::string err = SetUpTable(params.head_dim, table); !err.empty()) return err;
   AutotuneCache& cache = AutotuneCache::Get();
-  const KernelEntry* e = &table.prefill[table.default_prefill];
+  const KernelEntry* e = Default(table, params.kv_fp8);
+  if (e == nullptr) return "prefill attention: no configuration has an E4M3-cache build";
   if (cache.enabled()) {
     const std::string key = AutotuneCache::Key("prefill", params.head_dim, Bucket(params));
     std::optional<std::string> name = cache.Lookup(key);
@@ -168,7 +183,7 @@ std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t s
       name = cache.Lookup(key);
     }
     if (name)
-      if (const KernelEntry* tuned = FindByName(table, *name)) e = tuned;
+      if (const KernelEntry* tuned = FindByName(table, *name, params.kv_fp8)) e = tuned;
   }
   return Launch(*e, params, stream);
 }

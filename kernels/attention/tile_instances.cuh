@@ -33,25 +33,27 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   if (p.pdl) {
-    LaunchWithPdl(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>, grid, dim3(S::kThreads), S::kSmemBytes,
+    LaunchWithPdl(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>, grid, dim3(S::kThreads), S::kSmemBytes,
                   stream, p);
     return;
   }
-  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+// kFp8Too: also an E4M3-cache instantiation (launch_fp8); only the decode
+// configuration and the first two prefill ones have one (compile time).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
@@ -65,15 +67,19 @@ KernelEntry MakeEntry() {
   e.d_split = WD;
   e.threads = S::kThreads;
   e.smem_bytes = S::kSmemBytes;
-  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX>;
-  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX>;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false>;
+  if constexpr (kFp8Too) {
+    e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true>;
+    e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true>;
+  }
   return e;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
 void AddIfFits(KernelTable& t) {
   if constexpr (Fits<D, WM, WD, BN, STAGES, MR, PX>())
-    t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX>());
+    t.prefill.push_back(MakeEntry<D, WM, WD, BN, STAGES, MR, PX, kFp8Too>());
 }
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
@@ -83,8 +89,8 @@ template <int D>
 KernelTable MakeTable() {
   KernelTable t;
   // The first candidate that fits is the default.
-  AddIfFits<D, 4, 2, 32, 2>(t);   // m64 n32, 8 warps, D split in 2
-  AddIfFits<D, 4, 1, 64, 2>(t);   // m64 n64, 4 warps
+  AddIfFits<D, 4, 2, 32, 2, 1, 0, true>(t);  // m64 n32, 8 warps, D split in 2 (+ E4M3 cache)
+  AddIfFits<D, 4, 1, 64, 2, 1, 0, true>(t);  // m64 n64, 4 warps (+ E4M3 cache)
   AddIfFits<D, 4, 1, 32, 3>(t);   // m64 n32, 4 warps, 3 stages
   AddIfFits<D, 8, 1, 64, 2>(t);   // m128 n64, 8 warps
   AddIfFits<D, 4, 2, 64, 2>(t);   // m64 n64, 8 warps, D split in 2
@@ -110,7 +116,7 @@ KernelTable MakeTable() {
   constexpr int kDecodeWd = D >= 128 ? D / 64 : 1;
   constexpr int kDecodeStages = D >= 256 ? 3 : 4;
   static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
-  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
+  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, true>();
   return t;
 }
 

@@ -186,7 +186,11 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 
 // ---- the kernel ---------------------------------------------------------------
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+// F8: the cache holds E4M3 codes (KernelParams::kv_fp8); a separate
+// instantiation, so the bf16 kernels keep their registers and schedule (a
+// runtime switch cost the bf16 decode kernel ~40 more registers and ~20 %
+// of its speed on the H200).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
@@ -198,7 +202,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   __nv_bfloat16* k_s = q_s + kBM * D;
   __nv_bfloat16* v_s = k_s + STAGES * BN * D;
   float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
-  // E4M3 cache (p.kv_fp8): each stage holds the raw tile (BN x D bytes, in
+  // E4M3 cache (F8): each stage holds the raw tile (BN x D bytes, in
   // the first half of the stage's bf16 space, RawOffset layout), and the K
   // and V fragments are widened to bf16 in registers as the MMAs read them
   // (in place of ldmatrix): no extra pass over shared memory, no barrier.
@@ -257,7 +261,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   const uint8_t* k8_base = reinterpret_cast<const uint8_t*>(p.k) + raw_base;
   const uint8_t* v8_base = reinterpret_cast<const uint8_t*>(p.v) + raw_base;
   auto copy_row = [&](uint32_t ks, uint32_t vs, int r, int64_t off, bool valid) {
-    if (p.kv_fp8) {
+    if constexpr (F8) {
       const uint32_t dst = RawOffset<D>(r, raw_c * 16);
       CpAsync16(ks + dst, k8_base + off, valid);
       CpAsync16(vs + dst, v8_base + off, valid);
@@ -267,8 +271,8 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       CpAsync16(vs + dst, v_base + off, valid);
     }
   };
-  const int row0 = p.kv_fp8 ? raw_r0 : ld_r0;
-  const int row_step = p.kv_fp8 ? kRawRowStep : kRowStep;
+  const int row0 = F8 ? raw_r0 : ld_r0;
+  constexpr int row_step = F8 ? kRawRowStep : kRowStep;
   const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
   const int block_mask = (1 << p.block_shift) - 1;
   auto load_kv = [&](int tile, int stage) {
@@ -354,7 +358,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     }
     const __nv_bfloat16* ks_s = k_s + stage * BN * D;
     const __nv_bfloat16* vs_s = v_s + stage * BN * D;
-    const uint8_t* kr = reinterpret_cast<const uint8_t*>(ks_s);  // kv_fp8: the raw tiles
+    const uint8_t* kr = reinterpret_cast<const uint8_t*>(ks_s);  // F8: the raw tiles
     const uint8_t* vr = reinterpret_cast<const uint8_t*>(vs_s);
     const int u0 = b.tile_lo + tile * BN;
 
@@ -363,11 +367,11 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     // would poison the P V product.
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) {
       __nv_bfloat16* vz = v_s + stage * BN * D;
-      const int chunks = p.kv_fp8 ? kRawChunks : kChunks;
+      constexpr int chunks = F8 ? kRawChunks : kChunks;
       for (int i = tid; i < BN * chunks; i += S::kThreads) {
         const int r = i / chunks, u = u0 + r;
         if (u >= b.valid_lo && u < b.valid_hi) continue;
-        uint4* z = p.kv_fp8 ? reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(vz) + RawOffset<D>(r, 16 * (i % chunks)))
+        uint4* z = F8 ? reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(vz) + RawOffset<D>(r, 16 * (i % chunks)))
                             : reinterpret_cast<uint4*>(vz + TileOffset<D>(r, i % chunks));
         *z = make_uint4(0, 0, 0, 0);
       }
@@ -391,7 +395,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
       for (int n2 = 0; n2 < BN / 16; ++n2) {
         uint32_t bk[4];
-        if (p.kv_fp8) {
+        if constexpr (F8) {
           // What ldmatrix.x4 gives (below): register j holds row
           // n2 * 16 + lane / 4 + 8 (j / 2), columns col0 + 8 (j % 2) +
           // 2 (lane % 4) and one more.
@@ -615,7 +619,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
       for (int n2 = 0; n2 < kDW / 16; ++n2) {
         uint32_t bv[4];
-        if (p.kv_fp8) {
+        if constexpr (F8) {
           // What ldmatrix.x4.trans gives (below): register j holds column
           // col0 + 8 (j / 2) + lane / 4 of rows kk * 16 + 8 (j % 2) +
           // 2 (lane % 4) (low half) and the next row (high half).

@@ -2,10 +2,11 @@
 // are E4M3 values, the fp8-cache kernels (raw bytes copied, each K / V
 // fragment widened to bf16 in registers) must compute the very bits the bf16-cache kernels compute
 // on the same values: decode at several split counts and prefill in every
-// tile configuration, slot, ring and paged caches, the 31B shapes, NaN in
+// tile configuration built for it, slot, ring and paged caches, the 31B shapes, NaN in
 // unused cache rows; and stay within the float64 reference's tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -75,8 +76,19 @@ class Fp8KvAttentionTest : public ::testing::Test {
   }
 
   void Prefill(const AttentionCase& c) {
-    std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim);
+    std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim, /*kv_fp8=*/true);
     ASSERT_FALSE(configs.empty());
+    configs.push_back("default");
+    // A configuration without an E4M3 build refuses the cache by name.
+    for (const std::string& name : PrefillAttentionConfigs(c.head_dim)) {
+      if (std::find(configs.begin(), configs.end(), name) != configs.end()) continue;
+      AttentionCase e4m3 = c;
+      e4m3.e4m3_values = true;
+      AttentionProblem prob(e4m3);
+      const std::string err = LaunchPrefillAttentionWithConfig(prob.Fp8(prob.Params()), name, nullptr);
+      EXPECT_NE(err.find("has no E4M3-cache build"), std::string::npos) << name << ": " << err;
+      break;
+    }
     for (const std::string& name : configs) {
       Compare2(c, "prefill " + name,
                [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
