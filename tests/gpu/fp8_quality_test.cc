@@ -137,6 +137,11 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
 // --kv-cache-dtype fp8: K and V stored as E4M3 (unit scale), with bf16 and
 // with fp8 weights. The cache's rounding (2^-4 relative at most per element,
 // ~2^-5.8 rms) enters every attention read of every later position.
+// Measured on the H200 (2026-11-30, two runs): bf16 weights worst row
+// 0.128 prefill / 0.124-0.155 decode, mean <= 0.042; fp8 weights 0.264 /
+// 0.197-0.296, mean <= 0.085; top-1 agreement on every confident row. The
+// bounds (worst 0.4, mean 0.15) catch a broken path (wrong codes or
+// fragments give errors ~1), not the rounding.
 class Fp8KvFortunesQuality : public testing::TestWithParam<WeightDType> {};
 
 TEST_P(Fp8KvFortunesQuality, AgainstGolden) {
