@@ -60,19 +60,21 @@ __global__ void __launch_bounds__(kCombineThreads)
 }
 
 // Shared-memory limits, once per head_dim.
-std::string SetUpDecode(int head_dim, const attention::KernelEntry& e) {
+// One cache dtype's instance only (a bf16 launch never depends on the E4M3 one).
+std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_fp8) {
   static std::mutex mu;
-  static std::map<int, std::string> results;
+  static std::map<std::pair<int, bool>, std::string> results;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = results.find(head_dim);
+  auto it = results.find({head_dim, kv_fp8});
   if (it != results.end()) return it->second;
   std::string error;
-  for (cudaError_t (*setup)() : {e.setup, e.setup_fp8}) {
-    if (setup == nullptr) continue;
-    if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
-      error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
+  cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
+  if (setup == nullptr) {
+    error = "decode attention: no E4M3-cache build for head_dim " + std::to_string(head_dim);
+  } else if (cudaError_t err = setup(); err != cudaSuccess) {
+    error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
   }
-  results.emplace(head_dim, error);
+  results.emplace(std::pair{head_dim, kv_fp8}, error);
   return error;
 }
 
@@ -98,7 +100,7 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   if (num_splits > 1 && workspace == nullptr)
     return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
   const attention::KernelEntry& e = attention::TableForHeadDim(params.head_dim)->decode;
-  if (std::string err = SetUpDecode(params.head_dim, e); !err.empty()) return err;
+  if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
 
   attention::KernelParams k = attention::ToKernelParams(params);
   k.heads_per_block = k.group;

@@ -20,21 +20,22 @@ constexpr int kTimedBudgetMs = 50;  // per configuration, after one warm-up
 
 // Raises every configuration's shared-memory limit, once per head_dim (the
 // autotuner calls this first; a launch with autotuning off does it itself).
-std::string SetUpTable(int head_dim, const KernelTable& table) {
+// The instances of one cache dtype only: a bf16 launch never depends on the
+// E4M3 builds (nor loads them).
+std::string SetUpTable(int head_dim, const KernelTable& table, bool kv_fp8) {
   static std::mutex mu;
-  static std::map<int, std::string> results;  // head_dim -> "" or the error
+  static std::map<std::pair<int, bool>, std::string> results;  // (head_dim, fp8) -> "" or the error
   std::lock_guard<std::mutex> lock(mu);
-  auto it = results.find(head_dim);
+  auto it = results.find({head_dim, kv_fp8});
   if (it != results.end()) return it->second;
   std::string error;
   for (const KernelEntry& e : table.prefill) {
-    for (cudaError_t (*setup)() : {e.setup, e.setup_fp8}) {
-      if (setup == nullptr) continue;
-      if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
-        error = "prefill attention: cannot set shared memory of " + e.name + ": " + cudaGetErrorString(err);
-    }
+    cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
+    if (setup == nullptr) continue;
+    if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
+      error = "prefill attention: cannot set shared memory of " + e.name + ": " + cudaGetErrorString(err);
   }
-  results.emplace(head_dim, error);
+  results.emplace(std::pair{head_dim, kv_fp8}, error);
   return error;
 }
 
@@ -118,7 +119,7 @@ std::string TimeConfig(const KernelEntry& e, const AttentionParams& p, cudaStrea
 
 std::string Tune(const AttentionParams& p, const KernelTable& table, const std::string& key,
                  cudaStream_t stream) {
-  if (std::string err = SetUpTable(p.head_dim, table); !err.empty()) return err;
+  if (std::string err = SetUpTable(p.head_dim, table, p.kv_fp8); !err.empty()) return err;
   int device = 0;
   int smem_optin = 0;
   cudaGetDevice(&device);
@@ -164,14 +165,14 @@ std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
   if (e == nullptr)
     return "prefill attention: no configuration '" + config + "' for head_dim " +
            std::to_string(params.head_dim);
-  if (std::string err = SetUpTable(params.head_dim, table); !err.empty()) return err;
+  if (std::string err = SetUpTable(params.head_dim, table, params.kv_fp8); !err.empty()) return err;
   return Launch(*e, params, stream);
 }
 
 std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
   const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
-  if (std::string err = SetUpTable(params.head_dim, table); !err.empty()) return err;
+  if (std::string err = SetUpTable(params.head_dim, table, params.kv_fp8); !err.empty()) return err;
   AutotuneCache& cache = AutotuneCache::Get();
   const KernelEntry* e = Default(table, params.kv_fp8);
   if (e == nullptr) return "prefill attention: no configuration has an E4M3-cache build";
@@ -182,8 +183,12 @@ std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t s
       if (std::string err = Tune(params, table, key, stream); !err.empty()) return err;
       name = cache.Lookup(key);
     }
+    // A cached name this build cannot run over the cache's dtype (an older
+    // build's choice) leaves the default.
     if (name)
-      if (const KernelEntry* tuned = FindByName(table, *name, params.kv_fp8)) e = tuned;
+      if (const KernelEntry* tuned = FindByName(table, *name, params.kv_fp8);
+          tuned != nullptr && (!params.kv_fp8 || tuned->launch_fp8 != nullptr))
+        e = tuned;
   }
   return Launch(*e, params, stream);
 }

@@ -52,7 +52,9 @@ cudaError_t SetUpTile() {
 }
 
 // kFp8Too: also an E4M3-cache instantiation (launch_fp8); only the decode
-// configuration and the first two prefill ones have one (compile time).
+// configuration and the first two prefill lines have one (compile time) —
+// of those, both fit at head_dim 256, one elsewhere (D <= 128 has no D
+// split; at 512 the 4-warp line exceeds the accumulator registers).
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;

@@ -155,7 +155,7 @@ void CheckQkvRope(const RopeCase& c) {
   ASSERT_EQ(kernels::LaunchQkvRope(p8, nullptr), "");
   EXPECT_EQ(dq8.Download(), dq.Download());
   const auto k8 = dk8.Download(), v8 = dv8.Download();
-  int checked = 0;
+  int checked = 0, bad = 0;
   for (int i = 0; i < t; ++i) {
     const size_t idx = c.ring ? c.positions[i] % c.capacity : c.positions[i];
     for (int j = 0; j < c.kv_heads; ++j) {
@@ -163,14 +163,16 @@ void CheckQkvRope(const RopeCase& c) {
       for (int e = 0; e < d; ++e) {
         for (const auto& [code, want] : {std::pair{k8[at + e], k[at + e]}, std::pair{v8[at + e], v[at + e]}}) {
           const float got = fp8_test::Decode(code);
-          ASSERT_LE(std::fabs(got - want), 0.0625f * std::fabs(want) + 1.0f / 1024)
-              << "token " << i << " kv " << j << " dim " << e << ": E4M3 " << got << " vs bf16 " << want;
           ++checked;
+          if (std::fabs(got - want) <= 0.0625f * std::fabs(want) + 1.0f / 1024) continue;
+          if (bad++ == 0) {
+            ADD_FAILURE() << "token " << i << " kv " << j << " dim " << e << ": E4M3 " << got << " vs bf16 " << want;
+          }
         }
       }
     }
   }
-  EXPECT_EQ(checked, 2 * t * c.kv_heads * d);
+  EXPECT_EQ(bad, 0) << "of " << checked << " K/V codes";
 }
 
 TEST(QkvRopeTest, SlidingD256RingWrap) {

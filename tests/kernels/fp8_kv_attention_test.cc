@@ -40,16 +40,18 @@ class Fp8KvAttentionTest : public ::testing::Test {
     setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
   }
 
-  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged;
+  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged
+  // (length-unaware: slots only, every row read, unused ones NaN);
   // `same_bits`: both ran the same kernel configuration.
   template <typename Launch>
   void Compare2(AttentionCase c, const std::string& what, Launch launch, bool same_bits = true) {
     c.e4m3_values = true;
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
-    for (int view = 0; view < 2; ++view) {
-      SCOPED_TRACE(what + (view ? " paged" : " slots"));
-      const AttentionParams bf16 = view ? prob.PagedParams(16) : prob.Params();
+    for (int view = 0; view < (length_aware_ ? 2 : 1); ++view) {
+      SCOPED_TRACE(what + (view ? " paged" : " slots") + (length_aware_ ? "" : " length-unaware"));
+      AttentionParams bf16 = view ? prob.PagedParams(16) : prob.Params();
+      bf16.length_aware = length_aware_;
       const AttentionParams fp8 = prob.Fp8(bf16);
       CUDA_OK(prob.Poison());
       ASSERT_EQ(launch(bf16), "");
@@ -80,6 +82,7 @@ class Fp8KvAttentionTest : public ::testing::Test {
     ASSERT_FALSE(configs.empty());
     configs.push_back("default");
     // A configuration without an E4M3 build refuses the cache by name.
+    bool refused = false;
     for (const std::string& name : PrefillAttentionConfigs(c.head_dim)) {
       if (std::find(configs.begin(), configs.end(), name) != configs.end()) continue;
       AttentionCase e4m3 = c;
@@ -87,8 +90,10 @@ class Fp8KvAttentionTest : public ::testing::Test {
       AttentionProblem prob(e4m3);
       const std::string err = LaunchPrefillAttentionWithConfig(prob.Fp8(prob.Params()), name, nullptr);
       EXPECT_NE(err.find("has no E4M3-cache build"), std::string::npos) << name << ": " << err;
+      refused = true;
       break;
     }
+    EXPECT_TRUE(refused) << "every configuration has an E4M3 build: nothing to refuse";
     for (const std::string& name : configs) {
       Compare2(c, "prefill " + name,
                [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
@@ -98,6 +103,8 @@ class Fp8KvAttentionTest : public ::testing::Test {
     Compare2(
         c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); }, false);
   }
+
+  bool length_aware_ = true;
 };
 
 AttentionCase DecodeCase(int d, int heads, int kv, std::vector<int> lens, std::vector<int> slots) {
@@ -135,6 +142,34 @@ TEST_F(Fp8KvAttentionTest, DecodeFixtureHeadDims) {
     c.capacity = 320;
     c.seed = 10 + d;
     Decode(c, {1, 4});
+  }
+}
+
+// Length-unaware sweeps read every cache row: the E4M3 V rows past a
+// sequence (NaN here) must be zeroed like the bf16 ones.
+TEST_F(Fp8KvAttentionTest, LengthUnawareIgnoresGarbage) {
+  length_aware_ = false;
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 300, 1000}, {0, 2, 1});
+  c.capacity = 1100;
+  c.poison_unused_cache = true;
+  c.seed = 5;
+  Decode(c, {1, 16});
+  AttentionCase r = DecodeCase(256, 32, 16, {5, 1500}, {1, 0});
+  r.window = 1024;
+  r.capacity = 1100;
+  r.ring = true;
+  r.poison_unused_cache = true;
+  r.seed = 6;
+  Decode(r, {1, 8});
+  AttentionCase p{.head_dim = 256, .num_heads = 32, .num_kv_heads = 16, .capacity = 400, .num_slots = 2};
+  p.q_lens = {70, 9};
+  p.q_pos0 = {200, 0};
+  p.slots = {1, 0};
+  p.poison_unused_cache = true;
+  p.seed = 7;
+  for (const std::string& name : PrefillAttentionConfigs(256, /*kv_fp8=*/true)) {
+    Compare2(p, "prefill " + name,
+             [&](const AttentionParams& q) { return LaunchPrefillAttentionWithConfig(q, name, nullptr); });
   }
 }
 
