@@ -98,6 +98,14 @@ struct Tokens {
   std::vector<double> ref;  // [rows][kM]
 };
 
+// The grid (kGrids' encoding) and the scratch of a launch.
+void SetGrid(kernels::WgmmaFp8Params& p, int grid, Scratch& scratch) {
+  p.splits = grid > 0 ? grid : 1;
+  p.streamk_ctas = grid < 0 ? -grid : 0;
+  p.workspace = scratch.workspace.get();
+  p.counters = scratch.counters.get();
+}
+
 kernels::WgmmaFp8Params Params(const Shape& s, const Fp8Matrix& w, const kernels::WgmmaFp8Weights& map,
                                const Tokens& x, int m, int variant, int grid, Scratch& scratch) {
   kernels::WgmmaFp8Params p;
@@ -109,10 +117,7 @@ kernels::WgmmaFp8Params Params(const Shape& s, const Fp8Matrix& w, const kernels
   p.k = s.k;
   p.m = m;
   p.variant = variant;
-  p.splits = grid > 0 ? grid : 1;
-  p.streamk_ctas = grid < 0 ? -grid : 0;
-  p.workspace = scratch.workspace.get();
-  p.counters = scratch.counters.get();
+  SetGrid(p, grid, scratch);
   return p;
 }
 
@@ -345,10 +350,7 @@ TEST(WgmmaFp8Test, OneHotPatternsPinpointLayoutErrors) {
           p.k = s.k;
           p.m = m;
           p.variant = v;
-          p.splits = grid > 0 ? grid : 1;
-          p.streamk_ctas = grid < 0 ? -grid : 0;
-          p.workspace = scratch.workspace.get();
-          p.counters = scratch.counters.get();
+          SetGrid(p, grid, scratch);
           ASSERT_EQ(kernels::LaunchWgmmaFp8(p, nullptr), "");
           CUDA_OK(cudaDeviceSynchronize());
           const std::vector<float> got = f32_out ? out32.Download() : gpu_test::ToFloat(out16.Download());

@@ -85,6 +85,19 @@ struct AttentionCase {
   uint32_t seed = 1;
 };
 
+// A decode batch: one query per sequence, the new token at position
+// lens[i] - 1 of slot slots[i] (capacity, window, ring left to the caller).
+inline AttentionCase DecodeCase(int d, int heads, int kv, std::vector<int> lens, std::vector<int> slots) {
+  AttentionCase c{.head_dim = d, .num_heads = heads, .num_kv_heads = kv};
+  for (int len : lens) {
+    c.q_lens.push_back(1);
+    c.q_pos0.push_back(len - 1);
+  }
+  c.slots = std::move(slots);
+  c.num_slots = static_cast<int>(c.slots.size());
+  return c;
+}
+
 // Host and device copies of one random problem.
 class AttentionProblem {
  public:

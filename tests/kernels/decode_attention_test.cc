@@ -42,25 +42,14 @@ class DecodeAttentionTest : public ::testing::Test {
   }
 };
 
-AttentionCase Decode(int d, int heads, int kv, std::vector<int> lens, std::vector<int> slots) {
-  AttentionCase c{.head_dim = d, .num_heads = heads, .num_kv_heads = kv};
-  for (int len : lens) {
-    c.q_lens.push_back(1);
-    c.q_pos0.push_back(len - 1);  // the new token is at position len - 1
-  }
-  c.slots = std::move(slots);
-  c.num_slots = static_cast<int>(c.slots.size());
-  return c;
-}
-
 TEST_F(DecodeAttentionTest, Global31BGqa8) {
-  AttentionCase c = Decode(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
   c.capacity = 2048;
   Check(c, {1, 7, 33, 64});
 }
 
 TEST_F(DecodeAttentionTest, Sliding31BWindowRing) {
-  AttentionCase c = Decode(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  AttentionCase c = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
   c.window = 1024;
   c.capacity = 1024;
   c.ring = true;
@@ -69,7 +58,7 @@ TEST_F(DecodeAttentionTest, Sliding31BWindowRing) {
 }
 
 TEST_F(DecodeAttentionTest, WindowBoundary15_16_17) {
-  AttentionCase c = Decode(64, 8, 2, {15, 16, 17, 41}, {2, 3, 0, 1});
+  AttentionCase c = DecodeCase(64, 8, 2, {15, 16, 17, 41}, {2, 3, 0, 1});
   c.window = 16;
   c.capacity = 16;
   c.ring = true;
@@ -81,7 +70,7 @@ TEST_F(DecodeAttentionTest, FixtureHeadDims) {
   for (int d : {32, 64, 128}) {
     for (int kv : {1, 2, 4}) {
       SCOPED_TRACE("head_dim " + std::to_string(d) + " kv heads " + std::to_string(kv));
-      AttentionCase c = Decode(d, 4, kv, {1, 33, 300}, {2, 0, 1});
+      AttentionCase c = DecodeCase(d, 4, kv, {1, 33, 300}, {2, 0, 1});
       c.capacity = 320;
       c.seed = 10 + d + kv;
       Check(c, {1, 4});
@@ -90,14 +79,14 @@ TEST_F(DecodeAttentionTest, FixtureHeadDims) {
 }
 
 TEST_F(DecodeAttentionTest, LengthUnawareSweepsCapacityAndIgnoresGarbage) {
-  AttentionCase c = Decode(512, 32, 4, {1, 300, 1000}, {0, 2, 1});
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 300, 1000}, {0, 2, 1});
   c.capacity = 1100;
   c.poison_unused_cache = true;  // NaN rows past each length
   c.seed = 4;
   Check(c, {1, 16}, /*length_aware=*/false);
   Check(c, {16}, /*length_aware=*/true);
 
-  AttentionCase r = Decode(256, 32, 16, {5, 1500}, {1, 0});
+  AttentionCase r = DecodeCase(256, 32, 16, {5, 1500}, {1, 0});
   r.window = 1024;
   r.capacity = 1100;
   r.ring = true;
@@ -107,7 +96,7 @@ TEST_F(DecodeAttentionTest, LengthUnawareSweepsCapacityAndIgnoresGarbage) {
 }
 
 TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
-  AttentionCase c = Decode(512, 32, 4, {10, 20}, {1, 0});
+  AttentionCase c = DecodeCase(512, 32, 4, {10, 20}, {1, 0});
   c.capacity = 4096;
   AttentionProblem prob(c);
   const int splits = 32;
@@ -137,7 +126,7 @@ TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
 }
 
 TEST_F(DecodeAttentionTest, RejectsBadParams) {
-  AttentionCase c = Decode(512, 32, 4, {10}, {0});
+  AttentionCase c = DecodeCase(512, 32, 4, {10}, {0});
   c.capacity = 16;
   AttentionProblem prob(c);
   AttentionParams p = prob.Params();

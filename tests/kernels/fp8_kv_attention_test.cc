@@ -107,17 +107,6 @@ class Fp8KvAttentionTest : public ::testing::Test {
   bool length_aware_ = true;
 };
 
-AttentionCase DecodeCase(int d, int heads, int kv, std::vector<int> lens, std::vector<int> slots) {
-  AttentionCase c{.head_dim = d, .num_heads = heads, .num_kv_heads = kv};
-  for (int len : lens) {
-    c.q_lens.push_back(1);
-    c.q_pos0.push_back(len - 1);
-  }
-  c.slots = std::move(slots);
-  c.num_slots = static_cast<int>(c.slots.size());
-  return c;
-}
-
 TEST_F(Fp8KvAttentionTest, DecodeGlobal31B) {
   AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
   c.capacity = 2048;
