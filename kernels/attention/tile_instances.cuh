@@ -35,7 +35,7 @@ constexpr bool Fits() {
 
 template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
   if (p.pdl) {
     LaunchWithPdl(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>, grid, dim3(S::kThreads), S::kSmemBytes,
                   stream, p);
@@ -48,7 +48,7 @@ template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
 cudaError_t SetUpTile() {
   return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              TileShape<D, WM, WD, BN, STAGES, MR, PX>::kSmemBytes);
+                              TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
 }
 
 // kFp8Too: also an E4M3-cache instantiation (launch_fp8); only the decode

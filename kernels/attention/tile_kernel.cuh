@@ -36,7 +36,8 @@
 
 namespace gemma::kernels::attention {
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0>
+// KVB: bytes per cached K / V element (2: bf16, 1: E4M3).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int KVB = 2>
 struct TileShape {
   static constexpr int kWarps = WM * WD;
   static constexpr int kThreads = 32 * kWarps;
@@ -50,7 +51,7 @@ struct TileShape {
   // Q fragments stay in registers when they fit next to the accumulator.
   static constexpr bool kQInRegs = MR * kDW / 4 + kAccFloats <= 128;
   static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kKvStageBytes = BN * D * 2;
+  static constexpr int kKvStageBytes = BN * D * KVB;
   // WD > 1: the WD partial S tiles; with PX also WD x kBM floats of row maxima
   // (then row sums), and the bf16 P tile reuses the partials' space.
   static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 + (PX != 0 ? WD * kBM * 4 : 0) : 0;
@@ -101,13 +102,25 @@ __device__ __forceinline__ float Exp2(float x) {  // ex2.approx(-inf) = +0
   return y;
 }
 
-// Two E4M3 values (the low byte first) as a packed bf16 pair, exactly:
-// every E4M3 value is a bf16 value.
-__device__ __forceinline__ uint32_t E4m3x2ToBf16x2(uint32_t pair) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  return *reinterpret_cast<const uint32_t*>(&b);
+// Two E4M3 values (the low byte first) as a packed f16 pair, exactly (one
+// cvt.rn.f16x2.e4m3x2 on sm_89 and later).
+__device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t pair) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  uint32_t r;
+  memcpy(&r, &h, 4);
+  return r;
+}
+
+// A bf16 pair as an f16 pair (exact for |x| in [2^-14, 65504]: queries are
+// RMS-normalized, so far inside).
+__device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t v) {
+  const __half2 h = __float22half2_rn(__bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v)));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ uint32_t PackF16(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
@@ -131,8 +144,8 @@ __device__ __forceinline__ int TileOffset(int row, int chunk) {
 }
 
 // Byte offset of element (row, col) in a [rows][D] E4M3 tile: 16-byte chunks
-// XOR-swizzled by row, so the fragment reads below (8 rows of one column
-// range at once) hit distinct banks.
+// XOR-swizzled by row, so ldmatrix's 8 row reads of one chunk column hit
+// distinct banks (D >= 128).
 template <int D>
 __device__ __forceinline__ int RawOffset(int row, int col) {
   constexpr int kChunks = D / 16;
@@ -189,23 +202,34 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 // F8: the cache holds E4M3 codes (KernelParams::kv_fp8); a separate
 // instantiation, so the bf16 kernels keep their registers and schedule (a
 // runtime switch cost the bf16 decode kernel ~40 more registers and ~20 %
-// of its speed on the H200).
+// of its speed on the H200). Its MMAs are f16 (E4M3 widens to f16 in one
+// instruction): the stages hold raw E4M3 tiles (half the bytes), ldmatrix
+// reads them as if they were 16-bit, and the head_dim order is permuted so
+// that what each lane receives is already its fragment:
+//  - K (ldmatrix): a lane gets dims 4c..4c+3 of its key (c = lane % 4), which
+//    serve as MMA k indices 2c, 2c+1, 2c+8, 2c+9; Q is rewritten once (f16,
+//    same permutation inside every 16 dims) so that ldmatrix gives matching A
+//    fragments.
+//  - V (ldmatrix.trans): a lane gets keys 2c, 2c+1 of dims 2j, 2j+1 (j =
+//    lane / 4); two such registers (keys +0, +8) byte-permute into the B
+//    fragments of an even-dim and an odd-dim n8 tile, so output column n of
+//    16-dim chunk q is dim 16q + 2n (even tile) or 16q + 2n + 1 (odd tile).
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
-  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
   constexpr int kBM = S::kBM, kDW = S::kDW, kChunks = S::kChunks, kWR = S::kWarpRows;
   constexpr int kNT = BN / 8;            // n8 tiles of S
   constexpr int kOwn = S::kOwnTiles;
+  static_assert(!F8 || (PX == 0 && BN % 32 == 0 && kDW % 32 == 0), "E4M3 fragments: 32 keys / dims per ldmatrix");
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* k_s = q_s + kBM * D;
-  __nv_bfloat16* v_s = k_s + STAGES * BN * D;
-  float4* red_s = reinterpret_cast<float4*>(v_s + STAGES * BN * D);
-  // E4M3 cache (F8): each stage holds the raw tile (BN x D bytes, in
-  // the first half of the stage's bf16 space, RawOffset layout), and the K
-  // and V fragments are widened to bf16 in registers as the MMAs read them
-  // (in place of ldmatrix): no extra pass over shared memory, no barrier.
+  // K stages, then V stages, then the reduction space (RawOffset layout for
+  // E4M3 tiles, TileOffset for bf16).
+  unsigned char* kv_s = smem + S::kQBytes;
+  auto k_stage = [&](int stage) { return kv_s + stage * S::kKvStageBytes; };
+  auto v_stage = [&](int stage) { return kv_s + (STAGES + stage) * S::kKvStageBytes; };
+  float4* red_s = reinterpret_cast<float4*>(kv_s + 2 * STAGES * S::kKvStageBytes);
   float* max_s = reinterpret_cast<float*>(red_s) + WD * kBM * BN;  // PX: [kBM][WD]
   uint2* p_s = reinterpret_cast<uint2*>(red_s);                     // PX: bf16 P over red_s
 
@@ -277,7 +301,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   const int block_mask = (1 << p.block_shift) - 1;
   auto load_kv = [&](int tile, int stage) {
     const int u0 = b.tile_lo + tile * BN;
-    const uint32_t ks = SmemAddr(k_s + stage * BN * D), vs = SmemAddr(v_s + stage * BN * D);
+    const uint32_t ks = SmemAddr(k_stage(stage)), vs = SmemAddr(v_stage(stage));
     if (table != nullptr) {  // paged: one table lookup per row
 #pragma unroll 4
       for (int r = row0; r < BN; r += row_step) {
@@ -348,6 +372,22 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     __syncthreads();  // tile visible to all; stage (tile - 1) % STAGES is free
     if (tile + STAGES - 1 < b.num_tiles) load_kv(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
     CpAsyncCommit();
+    if constexpr (F8) {
+      if (tile == 0) {
+        // Q to f16 in the permuted order: within every 16 dims, position k
+        // holds dim 4 (k / 2) + k % 2 for k < 8, dim 4 ((k - 8) / 2) + 2 + k % 2
+        // above (pairs (0,1) (4,5) (8,9) (12,13) | (2,3) (6,7) (10,11) (14,15)).
+        for (int i = tid; i < kBM * D / 16; i += S::kThreads) {
+          const int r = i / (D / 16), g = i % (D / 16);
+          uint4* lo = reinterpret_cast<uint4*>(q_s + TileOffset<D>(r, 2 * g));
+          uint4* hi = reinterpret_cast<uint4*>(q_s + TileOffset<D>(r, 2 * g + 1));
+          const uint4 x = *lo, y = *hi;
+          *lo = make_uint4(Bf16x2ToF16x2(x.x), Bf16x2ToF16x2(x.z), Bf16x2ToF16x2(y.x), Bf16x2ToF16x2(y.z));
+          *hi = make_uint4(Bf16x2ToF16x2(x.y), Bf16x2ToF16x2(x.w), Bf16x2ToF16x2(y.y), Bf16x2ToF16x2(y.w));
+        }
+        __syncthreads();
+      }
+    }
     if constexpr (S::kQInRegs) {
       if (tile == 0) {
 #pragma unroll
@@ -356,23 +396,22 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
           for (int ks = 0; ks < kDW / 16; ++ks) load_q_frag(i, ks, q_frag[i][ks]);
       }
     }
-    const __nv_bfloat16* ks_s = k_s + stage * BN * D;
-    const __nv_bfloat16* vs_s = v_s + stage * BN * D;
-    const uint8_t* kr = reinterpret_cast<const uint8_t*>(ks_s);  // F8: the raw tiles
-    const uint8_t* vr = reinterpret_cast<const uint8_t*>(vs_s);
+    const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(k_stage(stage));
+    const __nv_bfloat16* vs_s = reinterpret_cast<const __nv_bfloat16*>(v_stage(stage));
+    const unsigned char* kr = k_stage(stage);  // F8: the raw tiles
+    const unsigned char* vr = v_stage(stage);
     const int u0 = b.tile_lo + tile * BN;
 
     // Keys outside [valid_lo, valid_hi) were read only in length-unaware mode
     // and may hold anything (NaN): their V rows must be zero, since 0 * NaN
     // would poison the P V product.
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) {
-      __nv_bfloat16* vz = v_s + stage * BN * D;
+      unsigned char* vz = v_stage(stage);
       constexpr int chunks = F8 ? kRawChunks : kChunks;
       for (int i = tid; i < BN * chunks; i += S::kThreads) {
         const int r = i / chunks, u = u0 + r;
         if (u >= b.valid_lo && u < b.valid_hi) continue;
-        uint4* z = F8 ? reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(vz) + RawOffset<D>(r, 16 * (i % chunks)))
-                            : reinterpret_cast<uint4*>(vz + TileOffset<D>(r, i % chunks));
+        uint4* z = reinterpret_cast<uint4*>(vz + (F8 ? RawOffset<D>(r, 16 * (i % chunks)) : 2 * TileOffset<D>(r, i % chunks)));
         *z = make_uint4(0, 0, 0, 0);
       }
       __syncthreads();
@@ -392,29 +431,35 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
         for (int i = 0; i < MR; ++i) load_q_frag(i, ks, a_tmp[i]);
       }
+      if constexpr (F8) {
+        // One ldmatrix: 32 keys (register j: keys 8j..8j+7) x these 16 dims.
 #pragma unroll
-      for (int n2 = 0; n2 < BN / 16; ++n2) {
-        uint32_t bk[4];
-        if constexpr (F8) {
-          // What ldmatrix.x4 gives (below): register j holds row
-          // n2 * 16 + lane / 4 + 8 (j / 2), columns col0 + 8 (j % 2) +
-          // 2 (lane % 4) and one more.
+        for (int n4 = 0; n4 < BN / 32; ++n4) {
+          uint32_t bk[4];
+          LdMatrixX4(SmemAddr(kr + RawOffset<D>(n4 * 32 + lane, wd * kDW + ks * 16)), bk);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const int row = n2 * 16 + (lane >> 2) + ((j >> 1) << 3);
-            const int col = wd * kDW + ks * 16 + ((j & 1) << 3) + ((lane & 3) << 1);
-            bk[j] = E4m3x2ToBf16x2(*reinterpret_cast<const uint16_t*>(kr + RawOffset<D>(row, col)));
+            const uint32_t b0 = E4m3x2ToF16x2(bk[j]), b1 = E4m3x2ToF16x2(bk[j] >> 16);
+#pragma unroll
+            for (int i = 0; i < MR; ++i) {
+              const uint32_t(&a)[4] = S::kQInRegs ? q_frag[i][S::kQInRegs ? ks : 0] : a_tmp[i];
+              MmaF16(s[i][4 * n4 + j], a[0], a[1], a[2], a[3], b0, b1);
+            }
           }
-        } else {
+        }
+      } else {
+#pragma unroll
+        for (int n2 = 0; n2 < BN / 16; ++n2) {
+          uint32_t bk[4];
           const int r = n2 * 16 + (lane & 7) + ((lane >> 4) << 3);
           const int c = (wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
           LdMatrixX4(SmemAddr(ks_s + TileOffset<D>(r, c)), bk);
-        }
 #pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          const uint32_t(&a)[4] = S::kQInRegs ? q_frag[i][S::kQInRegs ? ks : 0] : a_tmp[i];
-          Mma16816(s[i][2 * n2], a, bk[0], bk[1]);
-          Mma16816(s[i][2 * n2 + 1], a, bk[2], bk[3]);
+          for (int i = 0; i < MR; ++i) {
+            const uint32_t(&a)[4] = S::kQInRegs ? q_frag[i][S::kQInRegs ? ks : 0] : a_tmp[i];
+            Mma16816(s[i][2 * n2], a, bk[0], bk[1]);
+            Mma16816(s[i][2 * n2 + 1], a, bk[2], bk[3]);
+          }
         }
       }
     }
@@ -603,10 +648,11 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         }
       } else {
         const int k0 = PX ? 0 : 2 * kk, k1 = PX ? 0 : 2 * kk + 1;  // compile-time indices
-        a[0] = PackBf16(x[i][k0][0], x[i][k0][1]);
-        a[1] = PackBf16(x[i][k0][2], x[i][k0][3]);
-        a[2] = PackBf16(x[i][k1][0], x[i][k1][1]);
-        a[3] = PackBf16(x[i][k1][2], x[i][k1][3]);
+        auto pack = [](float lo, float hi) { return F8 ? PackF16(lo, hi) : PackBf16(lo, hi); };
+        a[0] = pack(x[i][k0][0], x[i][k0][1]);
+        a[1] = pack(x[i][k0][2], x[i][k0][3]);
+        a[2] = pack(x[i][k1][0], x[i][k1][1]);
+        a[3] = pack(x[i][k1][2], x[i][k1][3]);
       }
     };
 
@@ -616,28 +662,37 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       uint32_t a[MR][4];
 #pragma unroll
       for (int i = 0; i < MR; ++i) p_frag(i, kk, a[i]);
+      if constexpr (F8) {
+        // One ldmatrix.trans: registers 0, 1 keys +0 / +8 of 16-dim chunk
+        // 2 n4, registers 2, 3 the same of chunk 2 n4 + 1; each pair gives
+        // the even-dim (bytes 0, 2) and odd-dim (bytes 1, 3) n8 tiles.
 #pragma unroll
-      for (int n2 = 0; n2 < kDW / 16; ++n2) {
-        uint32_t bv[4];
-        if constexpr (F8) {
-          // What ldmatrix.x4.trans gives (below): register j holds column
-          // col0 + 8 (j / 2) + lane / 4 of rows kk * 16 + 8 (j % 2) +
-          // 2 (lane % 4) (low half) and the next row (high half).
+        for (int n4 = 0; n4 < kDW / 32; ++n4) {
+          uint32_t bv[4];
+          const int m = lane >> 3;
+          LdMatrixX4Trans(SmemAddr(vr + RawOffset<D>(kk * 16 + ((m & 1) << 3) + (lane & 7),
+                                                     wd * kDW + n4 * 32 + ((m >> 1) << 4))),
+                          bv);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int row = kk * 16 + ((j & 1) << 3) + ((lane & 3) << 1);
-            const int col = wd * kDW + n2 * 16 + ((j >> 1) << 3) + (lane >> 2);
-            bv[j] = E4m3x2ToBf16x2(uint32_t(vr[RawOffset<D>(row, col)]) | (uint32_t(vr[RawOffset<D>(row + 1, col)]) << 8));
+          for (int t = 0; t < 4; ++t) {
+            const uint32_t x = __byte_perm(bv[t & ~1], bv[t | 1], (t & 1) ? 0x7531 : 0x6420);
+            const uint32_t b0 = E4m3x2ToF16x2(x), b1 = E4m3x2ToF16x2(x >> 16);
+#pragma unroll
+            for (int i = 0; i < MR; ++i) MmaF16(o[i][4 * n4 + t], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
           }
-        } else {
+        }
+      } else {
+#pragma unroll
+        for (int n2 = 0; n2 < kDW / 16; ++n2) {
+          uint32_t bv[4];
           const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
           const int c = (wd * kDW + n2 * 16) / 8 + (lane >> 4);
           LdMatrixX4Trans(SmemAddr(vs_s + TileOffset<D>(r, c)), bv);
-        }
 #pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          Mma16816(o[i][2 * n2], a[i], bv[0], bv[1]);
-          Mma16816(o[i][2 * n2 + 1], a[i], bv[2], bv[3]);
+          for (int i = 0; i < MR; ++i) {
+            Mma16816(o[i][2 * n2], a[i], bv[0], bv[1]);
+            Mma16816(o[i][2 * n2 + 1], a[i], bv[2], bv[3]);
+          }
         }
       }
     }
@@ -689,11 +744,21 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       for (int h = 0; h < 2; ++h) {
         const float inv = row_sum[i][h] > 0.f ? 1.f / row_sum[i][h] : 0.f;
         const int r = acc_row(i, h);
+        if constexpr (F8) {  // n8 tiles 2q (even dims) and 2q + 1 (odd) of chunk q: dims 16q + 4c .. + 3
 #pragma unroll
-        for (int n = 0; n < kDW / 8; ++n) {
-          const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
-          *reinterpret_cast<uint32_t*>(q_s + TileOffset<D>(r, col / 8) + (col & 7)) =
-              PackBf16(o[i][n][2 * h] * inv, o[i][n][2 * h + 1] * inv);
+          for (int q = 0; q < kDW / 16; ++q) {
+            const int col = wd * kDW + q * 16 + ((lane & 3) << 2);
+            *reinterpret_cast<uint2*>(q_s + TileOffset<D>(r, col / 8) + (col & 7)) =
+                make_uint2(PackBf16(o[i][2 * q][2 * h] * inv, o[i][2 * q + 1][2 * h] * inv),
+                           PackBf16(o[i][2 * q][2 * h + 1] * inv, o[i][2 * q + 1][2 * h + 1] * inv));
+          }
+        } else {
+#pragma unroll
+          for (int n = 0; n < kDW / 8; ++n) {
+            const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
+            *reinterpret_cast<uint32_t*>(q_s + TileOffset<D>(r, col / 8) + (col & 7)) =
+                PackBf16(o[i][n][2 * h] * inv, o[i][n][2 * h + 1] * inv);
+          }
         }
       }
     }
@@ -720,10 +785,19 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
         const int head = b.head0 + r % p.heads_per_block;
         float* part = p.partial +
                       ((int64_t)(b.seq * p.num_heads + head) * p.num_splits + split) * (D + 4);
+        if constexpr (F8) {
 #pragma unroll
-        for (int n = 0; n < kDW / 8; ++n) {
-          const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
-          *reinterpret_cast<float2*>(part + col) = make_float2(o[i][n][2 * h], o[i][n][2 * h + 1]);
+          for (int q = 0; q < kDW / 16; ++q) {
+            const int col = wd * kDW + q * 16 + ((lane & 3) << 2);
+            *reinterpret_cast<float4*>(part + col) =
+                make_float4(o[i][2 * q][2 * h], o[i][2 * q + 1][2 * h], o[i][2 * q][2 * h + 1], o[i][2 * q + 1][2 * h + 1]);
+          }
+        } else {
+#pragma unroll
+          for (int n = 0; n < kDW / 8; ++n) {
+            const int col = wd * kDW + n * 8 + ((lane & 3) << 1);
+            *reinterpret_cast<float2*>(part + col) = make_float2(o[i][n][2 * h], o[i][n][2 * h + 1]);
+          }
         }
         if (wd == 0 && (lane & 3) == 0) {
           part[D] = row_max[i][h];

@@ -8,6 +8,10 @@
 //     global layer, a 2048-token chunk at depth 126976 as gemma-bench's 128K
 //     prefill runs it), no autotuning, no decode: one table row per (layer,
 //     tokens, configuration) with tok/s, TFLOP/s and the ratio to the default.
+//   attention-bench --batch-decode B DEPTH
+//     decode of B sequences at DEPTH (as a serving step at concurrency B),
+//     both layers, bf16 and E4M3 caches: us per layer call and GB/s of
+//     K/V read.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -46,6 +50,16 @@ __global__ void FillRandomBf16(__nv_bfloat16* x, size_t n, uint32_t seed, float 
     uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed ^ static_cast<uint32_t>(i >> 32);
     h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
     x[i] = __float2bfloat16((static_cast<float>(h) * 2.3283064e-10f * 2.f - 1.f) * range);
+  }
+}
+
+// Random E4M3 codes of magnitude below 2 (bit 6 clear: never the NaN code).
+__global__ void FillRandomE4m3(unsigned char* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12;
+    x[i] = static_cast<unsigned char>(h & 0xBFu);
   }
 }
 
@@ -209,28 +223,44 @@ struct DecodeResult {
   float aware_us, unaware_us, aware_gbs;
 };
 
-// One sequence (batch 1) at `depth`; the cache holds `capacity` positions
-// (global: 128K + 1; sliding: a ring of the window).
-DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
+// `batch` sequences (slot i each) at `depth`; a slot holds `capacity`
+// positions (global: 128K + 1 at batch 1; sliding: a ring of the window);
+// fp8: an E4M3 cache.
+DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, int batch = 1, bool fp8 = false) {
   const bool ring = L.window > 0;
-  const size_t kv_elems = static_cast<size_t>(capacity) * L.num_kv_heads * L.head_dim;
-  const size_t q_elems = static_cast<size_t>(L.num_heads) * L.head_dim;
+  const size_t kv_elems = static_cast<size_t>(batch) * capacity * L.num_kv_heads * L.head_dim;
+  const size_t q_elems = static_cast<size_t>(batch) * L.num_heads * L.head_dim;
   __nv_bfloat16* q = RandomBf16(q_elems, 4, 0.5f);
-  __nv_bfloat16* k = RandomBf16(kv_elems, 5, 1.f);
-  __nv_bfloat16* v = RandomBf16(kv_elems, 6, 1.f);
+  void *k, *v;
+  if (fp8) {
+    k = DeviceAlloc<unsigned char>(kv_elems);
+    v = DeviceAlloc<unsigned char>(kv_elems);
+    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(k), kv_elems, 5);
+    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(v), kv_elems, 6);
+    CHECK_CUDA(cudaGetLastError());
+  } else {
+    k = RandomBf16(kv_elems, 5, 1.f);
+    v = RandomBf16(kv_elems, 6, 1.f);
+  }
   __nv_bfloat16* out = DeviceAlloc<__nv_bfloat16>(q_elems);
-  int* slot = DeviceInts({0});
-  int* offsets = DeviceInts({0, 1});
-  int* pos0 = DeviceInts({depth - 1});
-  const int splits = gemma::kernels::DecodeNumSplits(1, L.num_kv_heads, num_sms);
+  std::vector<int> slots(batch), offsets_h(batch + 1), pos0_h(batch, depth - 1);
+  for (int i = 0; i <= batch; ++i) {
+    if (i < batch) slots[i] = i;
+    offsets_h[i] = i;
+  }
+  int* slot = DeviceInts(slots);
+  int* offsets = DeviceInts(offsets_h);
+  int* pos0 = DeviceInts(pos0_h);
+  const int splits = gemma::kernels::DecodeNumSplits(batch, L.num_kv_heads, num_sms);
   void* ws = DeviceAlloc<char>(
-      std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(1, L.num_heads, L.head_dim, splits)));
+      std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(batch, L.num_heads, L.head_dim, splits)));
   AttentionParams p;
   p.q = q, p.out = out, p.k_cache = k, p.v_cache = v;
-  p.num_slots = 1, p.capacity = capacity, p.ring = ring;
+  p.num_slots = batch, p.capacity = capacity, p.ring = ring;
   p.num_heads = L.num_heads, p.num_kv_heads = L.num_kv_heads, p.head_dim = L.head_dim;
   p.window = L.window, p.scale = 1.f;
-  p.num_seqs = 1, p.seq_slot = slot, p.q_offsets = offsets, p.q_pos0 = pos0, p.max_q_len = 1;
+  p.num_seqs = batch, p.seq_slot = slot, p.q_offsets = offsets, p.q_pos0 = pos0, p.max_q_len = 1;
+  p.kv_fp8 = fp8;
 
   // Graph of 20 decode launches, as the engine replays them.
   constexpr int kPerGraph = 20;
@@ -253,9 +283,10 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
   };
   DecodeResult r{&L, depth, splits, 0, 0, 0};
   r.aware_us = time_us(true);
-  r.unaware_us = time_us(false);
+  r.unaware_us = batch == 1 ? time_us(false) : r.aware_us;  // batches: capacity = depth, the same sweep
   const int keys = ring ? std::min(depth, L.window) : depth;
-  r.aware_gbs = static_cast<float>(2.0 * keys * L.num_kv_heads * L.head_dim * 2 / (r.aware_us * 1e3));
+  r.aware_gbs = static_cast<float>(2.0 * batch * keys * L.num_kv_heads * L.head_dim * (fp8 ? 1 : 2) /
+                                   (r.aware_us * 1e3));
   for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)out, (void*)slot, (void*)offsets, (void*)pos0, ws})
     CHECK_CUDA(cudaFree(ptr));
   return r;
@@ -263,7 +294,33 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms) {
 
 }  // namespace
 
+// --batch-decode: both layers, both cache dtypes.
+int BenchBatchDecode(int batch, int depth, int num_sms) {
+  std::printf("%-20s %6s %6s %6s %6s %10s %8s\n", "decode", "batch", "depth", "cache", "splits", "us", "GB/s");
+  for (const Layer* L : {&kGlobal, &kSliding}) {
+    const int capacity = L->window > 0 ? L->window : depth;
+    for (bool fp8 : {false, true}) {
+      const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8);
+      std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
+                  r.num_splits, r.aware_us, r.aware_gbs);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--batch-decode") {
+    const int batch = argc > 2 ? std::atoi(argv[2]) : 0, depth = argc > 3 ? std::atoi(argv[3]) : 0;
+    if (batch < 1 || batch > 1024 || depth < 1 || depth > 131072) {
+      std::fprintf(stderr, "--batch-decode B DEPTH: B in [1, 1024], DEPTH in [1, 131072]; got %s %s\n",
+                   argc > 2 ? argv[2] : "(none)", argc > 3 ? argv[3] : "(none)");
+      return 2;
+    }
+    cudaDeviceProp prop{};
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    return BenchBatchDecode(batch, depth, prop.multiProcessorCount);
+  }
   if (argc > 1 && std::string(argv[1]) == "--configs") {
     std::vector<int> sizes;
     if (argc > 2) {

@@ -14,16 +14,6 @@
 namespace gemma::kernels {
 namespace {
 
-// d += a (16x32 e4m3, row) * b (32x8 e4m3, col), fp32 accumulators.
-__device__ __forceinline__ void MmaE4M3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                        uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Two E4M3 codes (low byte first) as a bf16x2 word, exactly: E4M3 -> f16
 // (one cvt for the pair) -> f32 -> bf16; every E4M3 value is a bf16 value.
 __device__ __forceinline__ uint32_t E4M3x2ToBf16x2(uint32_t two_codes) {

@@ -1,14 +1,14 @@
 // Attention over an E4M3 KV cache (--kv-cache-dtype fp8). With K and V that
-// are E4M3 values, the fp8-cache kernels (raw bytes copied, each K / V
-// fragment widened to bf16 in registers) must compute the very bits the bf16-cache kernels compute
-// on the same values: decode at several split counts and prefill in every
-// tile configuration built for it, slot, ring and paged caches, the 31B shapes, NaN in
-// unused cache rows; and stay within the float64 reference's tolerance.
+// are E4M3 values, the fp8-cache kernels (raw tiles read by ldmatrix in a
+// permuted head_dim order, f16 MMAs) must match the float64 reference at
+// least as closely as the bf16-cache kernels do on the same values (f16
+// keeps 3 more mantissa bits of Q and P than bf16): decode at several split
+// counts and prefill in every tile configuration built for it, slot, ring
+// and paged caches, the 31B shapes and the fixtures' head_dims, NaN in
+// unused cache rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,19 +19,10 @@ namespace gemma::kernels::testing {
 namespace {
 
 constexpr double kTolerance = 1e-2;
-
-// Same bits (NaN where either has NaN counts as a mismatch: nothing may be
-// left unwritten).
-void ExpectSameBits(const std::vector<float>& fp8, const std::vector<float>& bf16) {
-  ASSERT_EQ(fp8.size(), bf16.size());
-  size_t differ = 0, first = 0;
-  for (size_t i = 0; i < fp8.size(); ++i) {
-    if (std::isnan(fp8[i]) || std::isnan(bf16[i]) || std::memcmp(&fp8[i], &bf16[i], 4) != 0) {
-      if (differ++ == 0) first = i;
-    }
-  }
-  EXPECT_EQ(differ, 0u) << "first at " << first << ": fp8 cache " << fp8[first] << ", bf16 cache " << bf16[first];
-}
+// The fp8-cache error may exceed the bf16-cache one by this factor (both
+// end in a bf16 output rounding, so the two are close; a wrong fragment or
+// permutation gives errors of order 1).
+constexpr double kNoWorseThan = 1.05;
 
 class Fp8KvAttentionTest : public ::testing::Test {
  protected:
@@ -41,10 +32,9 @@ class Fp8KvAttentionTest : public ::testing::Test {
   }
 
   // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged
-  // (length-unaware: slots only, every row read, unused ones NaN);
-  // `same_bits`: both ran the same kernel configuration.
+  // (length-unaware: slots only, every row read, unused ones NaN).
   template <typename Launch>
-  void Compare2(AttentionCase c, const std::string& what, Launch launch, bool same_bits = true) {
+  void Compare2(AttentionCase c, const std::string& what, Launch launch) {
     c.e4m3_values = true;
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
@@ -61,10 +51,12 @@ class Fp8KvAttentionTest : public ::testing::Test {
       ASSERT_EQ(launch(fp8), "");
       CUDA_OK(cudaDeviceSynchronize());
       const std::vector<float> got = prob.Output();
-      if (same_bits) ExpectSameBits(got, want);
-      const ErrorReport r = Compare(got, ref);
+      const ErrorReport r = Compare(got, ref), r_bf16 = Compare(want, ref);
       EXPECT_EQ(r.num_not_finite, 0);
+      EXPECT_EQ(r_bf16.num_not_finite, 0);
       EXPECT_LT(r.rel_error, kTolerance);
+      EXPECT_LE(r.rel_error, r_bf16.rel_error * kNoWorseThan)
+          << "fp8 cache " << r.rel_error << " vs bf16 cache " << r_bf16.rel_error;
     }
   }
 
@@ -98,10 +90,8 @@ class Fp8KvAttentionTest : public ::testing::Test {
       Compare2(c, "prefill " + name,
                [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
     }
-    // Autotuned: each cache dtype has its own tuning bucket, so the two may
-    // run different configurations (other summation orders).
-    Compare2(
-        c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); }, false);
+    // Autotuned: each cache dtype has its own tuning bucket.
+    Compare2(c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); });
   }
 
   bool length_aware_ = true;
