@@ -33,20 +33,20 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
+  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB>;
   if (p.pdl) {
-    LaunchWithPdl(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>, grid, dim3(S::kThreads), S::kSmemBytes,
-                  stream, p);
+    LaunchWithPdl(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, p);
     return;
   }
-  AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  kernel<<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
 }
@@ -55,7 +55,9 @@ cudaError_t SetUpTile() {
 // configuration and the first two prefill lines have one (compile time) —
 // of those, both fit at head_dim 256, one elsewhere (D <= 128 has no D
 // split; at 512 the 4-warp line exceeds the accumulator registers).
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
+// kFp8MinBlocks: the E4M3 build's blocks per multiprocessor (launch bounds).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false,
+          int kFp8MinBlocks = 1>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
@@ -72,8 +74,8 @@ KernelEntry MakeEntry() {
   e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false>;
   e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false>;
   if constexpr (kFp8Too) {
-    e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true>;
-    e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true>;
+    e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, kFp8MinBlocks>;
+    e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, kFp8MinBlocks>;
   }
   return e;
 }
@@ -118,7 +120,13 @@ KernelTable MakeTable() {
   constexpr int kDecodeWd = D >= 128 ? D / 64 : 1;
   constexpr int kDecodeStages = D >= 256 ? 3 : 4;
   static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
-  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, true>();
+  // The E4M3 build's stages are half the size: at D = 256 three blocks fit
+  // in shared memory (64 KB each), so the registers are held to three blocks'
+  // share too (170 per thread; 172 unbounded): 12 warps per multiprocessor
+  // instead of 8 to cover the per-tile barriers and loads.
+  using F8Decode = TileShape<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, 1>;
+  constexpr int kFp8DecodeBlocks = D == 256 && 3 * F8Decode::kSmemBytes <= 228 * 1024 ? 3 : 1;
+  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, true, kFp8DecodeBlocks>();
   return t;
 }
 

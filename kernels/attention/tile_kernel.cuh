@@ -214,8 +214,9 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 //    lane / 4); two such registers (keys +0, +8) byte-permute into the B
 //    fragments of an even-dim and an odd-dim n8 tile, so output column n of
 //    16-dim chunk q is dim 16q + 2n (even tile) or 16q + 2n + 1 (odd tile).
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false>
-__global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, 1)
+// MINB: blocks per multiprocessor the registers must allow (launch bounds).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false, int MINB = 1>
+__global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, MINB)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
   constexpr int kBM = S::kBM, kDW = S::kDW, kChunks = S::kChunks, kWR = S::kWarpRows;
