@@ -51,13 +51,20 @@ cudaError_t SetUpTile() {
                               TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
 }
 
-// kFp8Too: also an E4M3-cache instantiation (launch_fp8); only the decode
-// configuration and the first two prefill lines have one (compile time) —
-// of those, both fit at head_dim 256, one elsewhere (D <= 128 has no D
-// split; at 512 the 4-warp line exceeds the accumulator registers).
-// kFp8MinBlocks: the E4M3 build's blocks per multiprocessor (launch bounds).
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false,
-          int kFp8MinBlocks = 1>
+// Gives `e` an E4M3-cache build (launch_fp8) of this configuration; MINB:
+// blocks per multiprocessor its registers must allow (launch bounds).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int MINB = 1>
+void AddFp8Build(KernelEntry& e) {
+  e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB>;
+  e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB>;
+}
+
+// kFp8Too: also an E4M3-cache build of the same configuration; only the
+// first two prefill lines have one (compile time) — both fit at head_dim
+// 256, one elsewhere (D <= 128 has no D split; at 512 the 4-warp line
+// exceeds the accumulator registers). Decode has its own (MakeTable).
+
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
@@ -73,10 +80,7 @@ KernelEntry MakeEntry() {
   e.smem_bytes = S::kSmemBytes;
   e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false>;
   e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false>;
-  if constexpr (kFp8Too) {
-    e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, kFp8MinBlocks>;
-    e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, kFp8MinBlocks>;
-  }
+  if constexpr (kFp8Too) AddFp8Build<D, WM, WD, BN, STAGES, MR, PX>(e);
   return e;
 }
 
@@ -120,13 +124,21 @@ KernelTable MakeTable() {
   constexpr int kDecodeWd = D >= 128 ? D / 64 : 1;
   constexpr int kDecodeStages = D >= 256 ? 3 : 4;
   static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
-  // The E4M3 build's stages are half the size: at D = 256 three blocks fit
-  // in shared memory (64 KB each), so the registers are held to three blocks'
-  // share too (170 per thread; 172 unbounded): 12 warps per multiprocessor
-  // instead of 8 to cover the per-tile barriers and loads.
-  using F8Decode = TileShape<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, 1>;
-  constexpr int kFp8DecodeBlocks = D == 256 && 3 * F8Decode::kSmemBytes <= 228 * 1024 ? 3 : 1;
-  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, true, kFp8DecodeBlocks>();
+  t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
+  if constexpr (D >= 256) {
+    // E4M3 cache: stages of half the bytes and two of them, so more blocks
+    // share a multiprocessor — D = 256: four (48 KB each), D = 512: two
+    // (96 KB) — with registers held to that share (128 per thread, no
+    // spills): 16 warps per multiprocessor to cover the per-tile barriers
+    // and loads. At batch 64 on the H200 this beat 3 stages x 1-3 blocks
+    // (global 254 -> 196 us, sliding 195 -> 177 us per layer) and 64-key
+    // tiles (211 us sliding).
+    constexpr int kFp8Blocks = D == 256 ? 4 : 2;
+    static_assert(kFp8Blocks * (TileShape<D, 1, kDecodeWd, 32, 2, 1, 0, 1>::kSmemBytes + 1024) <= 228 * 1024);
+    AddFp8Build<D, 1, kDecodeWd, 32, 2, 1, 0, kFp8Blocks>(t.decode);
+  } else {
+    AddFp8Build<D, 1, kDecodeWd, 32, kDecodeStages>(t.decode);
+  }
   return t;
 }
 
