@@ -42,8 +42,10 @@ struct KernelEntry {
   int threads, smem_bytes;
   cudaError_t (*setup)();    // raises the dynamic shared-memory limit
   void (*launch)(const KernelParams&, dim3 grid, cudaStream_t);
-  // The same configuration over an E4M3 cache (kv_fp8); null where not
-  // compiled (tile_instances.cuh says which).
+  // The configuration's build over an E4M3 cache (kv_fp8); null where not
+  // compiled (tile_instances.cuh says which). The decode entry's E4M3 build
+  // at D >= 256 has its own stages and occupancy: the fields above describe
+  // the bf16 build.
   cudaError_t (*setup_fp8)() = nullptr;
   void (*launch_fp8)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
 };

@@ -92,7 +92,8 @@ void AddIfFits(KernelTable& t) {
 
 // Decode: one 16-row tile holds the heads of a KV group; warps split head_dim
 // so the accumulator is 32 registers; pipelines 3-4 tiles deep keep enough
-// bytes in flight for a memory-bound sweep.
+// bytes in flight for a memory-bound sweep (the E4M3 builds at D >= 256: 2
+// deep, with more blocks per multiprocessor instead).
 template <int D>
 KernelTable MakeTable() {
   KernelTable t;

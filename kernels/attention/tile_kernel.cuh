@@ -1,6 +1,7 @@
 // The one attention kernel template behind prefill and decode: a tiled flash
-// attention over bf16 tensor-core MMA (mma.sync m16n8k16) with an fp32 online
-// softmax. Included only by the per-head_dim instance files.
+// attention over bf16 tensor-core MMA (mma.sync m16n8k16; f16 over an E4M3
+// cache, see F8 below) with an fp32 online softmax. Included only by the
+// per-head_dim instance files.
 //
 // A block owns BM = 16 * MR * WM rows. Row r is (token, head) = (m_tile *
 // tokens_per_block + r / heads_per_block, head0 + r % heads_per_block):
@@ -90,7 +91,8 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t addr, uint32_t (&r)[4])
                : "r"(addr));
 }
 
-// c += a (16x16, row) * b (16x8, col); bf16 in, fp32 accumulate.
+// c += a (16x16, row) * b (16x8, col); bf16 in, fp32 accumulate (the bf16
+// cache's path; the E4M3 one calls MmaF16).
 __device__ __forceinline__ void Mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
   MmaBf16(c, a[0], a[1], a[2], a[3], b0, b1);
@@ -111,8 +113,8 @@ __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t pair) {
   return r;
 }
 
-// A bf16 pair as an f16 pair (exact for |x| in [2^-14, 65504]: queries are
-// RMS-normalized, so far inside).
+// A bf16 pair as an f16 pair (exact for |x| in [2^-17, 65504], subnormal
+// below: queries are RMS-normalized, so far inside).
 __device__ __forceinline__ uint32_t Bf16x2ToF16x2(uint32_t v) {
   const __half2 h = __float22half2_rn(__bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v)));
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -615,11 +617,17 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
                                 : __bfloat162float(__float2bfloat16_rn(Exp2(mx[i][h] - base)));
           row_sum[i][h] = row_sum[i][h] * alpha + sum_own[i][h] * own;  // this warp's keys
         } else {
+          // F8: P goes to the MMA as f16, which flushes below 2^-24: P is
+          // taken 2^8 times larger (at most 256), so weights down to 2^-32 of
+          // the row maximum still count, as they count in row_sum. O and
+          // row_sum carry the same factor (it cancels in the normalization
+          // and in the split merge, every split having it).
+          const float p_base = F8 ? base - 8.f : base;
           float sum = 0.f;
 #pragma unroll
           for (int j = 0; j < kOwn; ++j) {
-            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - base);
-            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - base);
+            x[i][j][2 * h] = Exp2(x[i][j][2 * h] - p_base);
+            x[i][j][2 * h + 1] = Exp2(x[i][j][2 * h + 1] - p_base);
             sum += x[i][j][2 * h] + x[i][j][2 * h + 1];
           }
           row_sum[i][h] = row_sum[i][h] * alpha + sum;  // PX == 1: this warp's keys
@@ -633,8 +641,8 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
       __syncthreads();
     }
 
-    // P as bf16 A fragments (the accumulator layout is the A layout): from
-    // registers, or with PX gathered from the row group's warps.
+    // P as bf16 (F8: f16) A fragments (the accumulator layout is the A
+    // layout): from registers, or with PX gathered from the row group's warps.
     auto p_frag = [&](int i, int kk, uint32_t(&a)[4]) {
       if constexpr (PX != 0) {
         const uint2 lo = p_at(i, 2 * kk), hi = p_at(i, 2 * kk + 1);

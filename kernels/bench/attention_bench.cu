@@ -283,7 +283,7 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
   };
   DecodeResult r{&L, depth, splits, 0, 0, 0};
   r.aware_us = time_us(true);
-  r.unaware_us = batch == 1 ? time_us(false) : r.aware_us;  // batches: capacity = depth, the same sweep
+  r.unaware_us = batch == 1 ? time_us(false) : r.aware_us;  // batches: only the length-aware sweep is reported
   const int keys = ring ? std::min(depth, L.window) : depth;
   r.aware_gbs = static_cast<float>(2.0 * batch * keys * L.num_kv_heads * L.head_dim * (fp8 ? 1 : 2) /
                                    (r.aware_us * 1e3));
@@ -315,6 +315,20 @@ int main(int argc, char** argv) {
     if (batch < 1 || batch > 1024 || depth < 1 || depth > 131072) {
       std::fprintf(stderr, "--batch-decode B DEPTH: B in [1, 1024], DEPTH in [1, 131072]; got %s %s\n",
                    argc > 2 ? argv[2] : "(none)", argc > 3 ? argv[3] : "(none)");
+      return 2;
+    }
+    // The largest cache it allocates: bf16 K and V of the global layer (or
+    // of the sliding layer's window, whichever is larger).
+    double cache_bytes = 0;
+    for (const Layer* L : {&kGlobal, &kSliding}) {
+      const int capacity = L->window > 0 ? L->window : depth;
+      cache_bytes = std::max(cache_bytes, 2.0 * 2 * batch * capacity * L->num_kv_heads * L->head_dim);
+    }
+    size_t free_bytes = 0, total_bytes = 0;
+    CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (cache_bytes > 0.9 * free_bytes) {
+      std::fprintf(stderr, "--batch-decode %d %d: its K/V caches need %.1f GB, the GPU has %.1f GB free\n", batch,
+                   depth, cache_bytes / 1e9, free_bytes / 1e9);
       return 2;
     }
     cudaDeviceProp prop{};
