@@ -14,7 +14,8 @@ namespace {
 void AddFlags(CLI::App& app, ServeFlags& f) {
   ServerOptions& s = f.server;
   app.add_option("--model", s.model_dir,
-                 "model directory (config.json, safetensors, tokenizer.model); default: "
+                 "model directory (config.json, safetensors, tokenizer.json or tokenizer.model, "
+                 "generation_config.json, chat_template.jinja); default: "
                  "$GEMMA_MODEL_DIR or the embedded demo model")
       ->check(CLI::ExistingDirectory);
   app.add_option("--backend", s.backend, "cpu | cuda | auto")
@@ -71,8 +72,18 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
   AddWeightDTypeFlags(app, &s.weights, &s.lm_head);
   AddKvCacheDTypeFlag(app, &s.kv_cache_dtype);
   app.add_option("--tokenizer", s.tokenizer_path,
-                 "tokenizer.model to use instead of <model>/tokenizer.model")
+                 "tokenizer to use instead of the model directory's: a tokenizer.json, a "
+                 "tokenizer.model, or a directory holding one")
+      ->check(CLI::ExistingPath);
+  app.add_option("--chat-template", s.chat_template_path,
+                 "Jinja chat template file to use instead of the model's (chat_template.jinja, "
+                 "else tokenizer_config.json's chat_template, else the Gemma 4 template)")
       ->check(CLI::ExistingFile);
+  app.add_option("--generation-config", s.generation_config,
+                 "auto: requests that leave temperature / top_k / top_p / repetition_penalty "
+                 "unset take generation_config.json's values; ignore: 1.0 / 0 (off) / 1.0 / 1.0")
+      ->check(CLI::IsMember({"auto", "ignore"}))
+      ->capture_default_str();
   app.add_option("--threads", s.num_threads, "cpu backend threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

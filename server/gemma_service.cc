@@ -37,11 +37,13 @@ class FailedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 GemmaService::GemmaService() : id_prefix_(std::random_device{}()) {}
 
 void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
-                          const ops::RequestLimits& limits, const ops::ApiKeyChecker* auth) {
+                          const ops::RequestLimits& limits, const ops::ApiKeyChecker* auth,
+                          const ServingLimits& serving) {
   engine_ = engine;
   ops_limits_ = limits;
   auth_ = auth;
   tokenizer_ = tokenizer;
+  limits_ = serving;
   limits_.max_context = info.context_length();
   limits_.vocab_size = info.vocab_size();
   info_ = std::move(info);
@@ -75,16 +77,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
         "request_id is ", request->request_id().size(), " bytes; at most ", kMaxRequestIdBytes)));
   }
   std::string id = request->request_id().empty() ? NewRequestId() : request->request_id();
-  absl::StatusOr<GenerationRequest> built =
-      BuildGenerationRequest(*request, id, *tokenizer_, limits_);
+  absl::StatusOr<GenerationRequest> built = PrepareGeneration(submit_path(), *request, id);
   if (!built.ok()) return new FailedStream(id, ToGrpcStatus(built.status()));
-  if (absl::Status s = ops::ApplyRequestLimits(*request, ops_limits_, &*built); !s.ok()) {
-    return new FailedStream(id, ToGrpcStatus(s));
-  }
-  if (!calls_.Add(id)) {
-    return new FailedStream(id, grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                                         absl::StrCat("request_id '", id, "' is already in flight")));
-  }
   return GenerateReactor::Start(engine_, &calls_, *std::move(built));
 }
 
@@ -136,7 +130,7 @@ grpc::Status GemmaService::DoTokenize(const v1::TokenizeRequest& request,
                               : tokenizer_->Encode(request.text());
       break;
     case v1::TokenizeRequest::kChat:
-      ids = RenderChatMessages(request.chat(), *tokenizer_, "chat");
+      ids = RenderChatMessages(request.chat(), *tokenizer_, limits_.chat_template, "chat");
       break;
     default:
       return InvalidArgument("input must be set: one of text or chat");
@@ -154,13 +148,11 @@ grpc::Status GemmaService::DoDetokenize(const v1::DetokenizeRequest& request,
   if (absl::Status s = ValidateTokenIds(request.ids(), limits_.vocab_size, "ids"); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  // The streaming detokenizer never emits a broken character (a cut-off one
-  // becomes U+FFFD), so the reply is always a valid proto3 string.
-  IncrementalDetokenizer detokenizer(tokenizer_);
-  std::string text;
-  for (int32_t id : request.ids()) text += detokenizer.Push(id);
-  text += detokenizer.Flush();
-  response->set_text(std::move(text));
+  // Decoding never yields a broken character (a cut-off one becomes U+FFFD),
+  // so the reply is always a valid proto3 string.
+  const std::vector<int32_t> ids(request.ids().begin(), request.ids().end());
+  response->set_text(tokenizer_->Decode(
+      ids, !request.has_skip_special_tokens() || request.skip_special_tokens()));
   return grpc::Status::OK;
 }
 

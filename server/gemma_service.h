@@ -22,6 +22,7 @@
 #include "server/ops/auth.h"
 #include "server/ops/limits.h"
 #include "server/request_builder.h"
+#include "server/submission.h"
 
 namespace gemma::server {
 
@@ -33,12 +34,23 @@ class GemmaService final : public v1::Gemma::CallbackService {
   // engine and tokenizer must outlive every call.
   // `limits`: the operator's token limits (--max-prompt-tokens, ...);
   // `auth`: the API keys every call must carry (null: none), must outlive
-  // every call.
+  // every call. `serving`: the chat template and sampling defaults (its
+  // max_context and vocab_size are taken from `info`); its template must
+  // outlive every call.
   void Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
-              const ops::RequestLimits& limits = {}, const ops::ApiKeyChecker* auth = nullptr);
+              const ops::RequestLimits& limits = {}, const ops::ApiKeyChecker* auth = nullptr,
+              const ServingLimits& serving = {});
   // New calls answer UNAVAILABLE from now on.
   void StartDraining() { state_.store(State::kDraining, std::memory_order_release); }
   ActiveCalls& active_calls() { return calls_; }
+
+  // Shared with the HTTP front, so that both fronts take one path into the
+  // engine and tokenize alike. REQUIRES: after Attach.
+  SubmitPath submit_path() { return {engine_, tokenizer_, &limits_, &ops_limits_, &calls_}; }
+  const v1::ModelInfo& model_info() const { return info_; }
+  grpc::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
+  grpc::Status DoDetokenize(const v1::DetokenizeRequest& request,
+                            v1::DetokenizeResponse* response) const;
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -62,9 +74,6 @@ class GemmaService final : public v1::Gemma::CallbackService {
   // reason, or UNAUTHENTICATED, otherwise.
   grpc::Status CheckServing(const grpc::CallbackServerContext& context) const;
   std::string NewRequestId();
-  grpc::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
-  grpc::Status DoDetokenize(const v1::DetokenizeRequest& request,
-                            v1::DetokenizeResponse* response) const;
 
   std::atomic<State> state_{State::kLoading};
   Engine* engine_ = nullptr;

@@ -60,7 +60,8 @@ void GenerateReactor::OnEvent(GenerationEvent&& event) {
     AppendEvent(event, &pending_);
     num_output_tokens_ += static_cast<int>(event.token_ids.size());
     has_pending_ = has_pending_ || event.finished || !event.token_ids.empty() ||
-                   !event.text_delta.empty();
+                   !event.text_delta.empty() || !event.reasoning_delta.empty() ||
+                   !event.tool_calls.empty();
     if (final_seen_) summary_ = std::move(event);
   }
   Pump();

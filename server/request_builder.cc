@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/sampling/sampling_params.h"
+#include "server/chat_input.h"
 
 namespace gemma::server {
 namespace {
@@ -35,12 +36,16 @@ absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text,
   return tokenizer.EncodePrompt(text);
 }
 
-absl::Status ValidateSampling(const v1::SamplingParams& in, SamplingParams* out) {
-  if (in.has_temperature()) out->temperature = in.temperature();
-  out->top_k = in.top_k();
-  if (in.has_top_p()) out->top_p = in.top_p();
+absl::Status ValidateSampling(const v1::SamplingParams& in, const GenerationDefaults& defaults,
+                              SamplingParams* out) {
+  out->temperature = in.has_temperature() ? in.temperature()
+                                          : defaults.temperature.value_or(out->temperature);
+  out->top_k = in.has_top_k() ? in.top_k() : defaults.top_k.value_or(out->top_k);
+  out->top_p = in.has_top_p() ? in.top_p() : defaults.top_p.value_or(out->top_p);
   out->min_p = in.min_p();
-  if (in.has_repetition_penalty()) out->repetition_penalty = in.repetition_penalty();
+  out->repetition_penalty = in.has_repetition_penalty()
+                                ? in.repetition_penalty()
+                                : defaults.repetition_penalty.value_or(out->repetition_penalty);
   out->presence_penalty = in.presence_penalty();
   out->frequency_penalty = in.frequency_penalty();
   if (in.has_seed()) out->seed = in.seed();
@@ -166,23 +171,12 @@ absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& id
 
 absl::StatusOr<std::vector<int32_t>> RenderChatMessages(const v1::Chat& chat,
                                                         const Tokenizer& tokenizer,
+                                                        const ChatTemplate* chat_template,
                                                         absl::string_view field) {
-  if (chat.messages().empty()) return Invalid(absl::StrCat(field, ".messages"), "must not be empty");
-  std::vector<ChatMessage> messages;
-  messages.reserve(chat.messages_size());
-  for (int i = 0; i < chat.messages_size(); ++i) {
-    const v1::ChatMessage& m = chat.messages(i);
-    const std::string at = absl::StrCat(field, ".messages[", i, "]");
-    static constexpr std::string_view kRoles[] = {"system", "user", "assistant", "model"};
-    if (std::find(std::begin(kRoles), std::end(kRoles), m.role()) == std::end(kRoles)) {
-      return Invalid(absl::StrCat(at, ".role"),
-                     absl::StrCat("is unknown: ", Quote(m.role()),
-                                  " (expected system, user, assistant or model)"));
-    }
-    if (absl::Status s = CheckUtf8(m.content(), absl::StrCat(at, ".content")); !s.ok()) return s;
-    messages.push_back(ChatMessage{m.role(), m.content()});
-  }
-  return tokenizer.RenderChat(messages);
+  absl::StatusOr<ChatInput> input = ConvertChat(chat, field);
+  if (!input.ok()) return input.status();
+  return RenderChatIds(chat_template != nullptr ? *chat_template : DefaultGemma4ChatTemplate(),
+                       tokenizer, *input);
 }
 
 absl::StatusOr<PromptTokens> BuildPrompt(const v1::GenerateRequest& request,
@@ -202,7 +196,8 @@ absl::StatusOr<PromptTokens> BuildPrompt(const v1::GenerateRequest& request,
       ids = std::vector<int32_t>(request.tokens().ids().begin(), request.tokens().ids().end());
       break;
     case v1::GenerateRequest::kChat:
-      ids = RenderChatMessages(request.chat(), tokenizer, "chat");
+      ids = RenderChatMessages(request.chat(), tokenizer, limits.chat_template, "chat");
+      prompt.is_chat = true;
       // A chat turn ends with <turn|>: the model's answer is complete there.
       if (tokenizer.special().turn_end >= 0) {
         prompt.extra_stop_ids.push_back(tokenizer.special().turn_end);
@@ -223,7 +218,7 @@ absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateReque
   GenerationRequest out;
   out.request_id = std::move(request_id);
   out.priority = request.priority();
-  if (absl::Status s = ValidateSampling(request.sampling(), &out.sampling); !s.ok()) return s;
+  if (absl::Status s = ValidateSampling(request.sampling(), limits.sampling_defaults, &out.sampling); !s.ok()) return s;
   if (request.has_logprobs()) {
     if (request.logprobs() < 0 || request.logprobs() > kMaxLogprobs) {
       return Invalid("logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ",
@@ -238,6 +233,12 @@ absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateReque
   if (!stopping.ok()) return stopping.status();
   out.stopping = *std::move(stopping);
   for (int32_t id : prompt->extra_stop_ids) out.stopping.stop_token_ids.push_back(id);
+  out.skip_special_tokens = !request.has_skip_special_tokens() || request.skip_special_tokens();
+  if (request.has_parse_output() ? request.parse_output() : prompt->is_chat) {
+    // Gemma 4's template never opens the thought channel in the prompt (with
+    // enable_thinking the model opens it), so parsing starts in content.
+    out.output_parsing = OutputParserOptions{};
+  }
   out.prompt_ids = std::move(prompt->ids);
   return out;
 }

@@ -12,7 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/chat/chat_template.h"
 #include "engine/core/request.h"
+#include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gemma/v1/gemma.pb.h"
 
@@ -27,6 +29,12 @@ inline constexpr int kDefaultMaxTokens = 1024;
 struct ServingLimits {
   int max_context = 0;   // prompt + output tokens one sequence may hold
   int vocab_size = 0;
+  // What sampling fields left unset take (the model's generation_config.json,
+  // or nothing with --generation-config ignore).
+  GenerationDefaults sampling_defaults;
+  // The chat template chat prompts are rendered with; null: the built-in
+  // Gemma 4 template.
+  const ChatTemplate* chat_template = nullptr;
 };
 
 bool IsValidUtf8(std::string_view text);
@@ -36,13 +44,16 @@ bool IsValidUtf8(std::string_view text);
 struct PromptTokens {
   std::vector<int32_t> ids;
   std::vector<int32_t> extra_stop_ids;
+  bool is_chat = false;
 };
 absl::StatusOr<PromptTokens> BuildPrompt(const v1::GenerateRequest& request,
                                          const Tokenizer& tokenizer, const ServingLimits& limits);
 
-// Renders chat messages; `field` prefixes error messages ("chat").
+// Renders a chat with `chat_template` (null: the built-in Gemma 4 one);
+// `field` prefixes error messages ("chat").
 absl::StatusOr<std::vector<int32_t>> RenderChatMessages(const v1::Chat& chat,
                                                         const Tokenizer& tokenizer,
+                                                        const ChatTemplate* chat_template,
                                                         absl::string_view field);
 
 // The whole engine request. `request_id` is already decided by the caller.

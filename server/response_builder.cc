@@ -42,6 +42,7 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
     case FinishReason::kStopString: return v1::FINISH_REASON_STOP_STRING;
     case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
     case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kToolCalls: return v1::FINISH_REASON_TOOL_CALLS;
     case FinishReason::kNone:
     case FinishReason::kError: break;  // errors end the call with a status instead
   }
@@ -51,6 +52,13 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
 void AppendEvent(const GenerationEvent& event, v1::GenerateResponse* out) {
   out->mutable_token_ids()->Add(event.token_ids.begin(), event.token_ids.end());
   out->mutable_text()->append(event.text_delta);
+  out->mutable_reasoning()->append(event.reasoning_delta);
+  for (const ToolCall& call : event.tool_calls) {
+    v1::ToolCall* entry = out->add_tool_calls();
+    entry->set_id(call.id);
+    entry->set_name(call.name);
+    entry->set_arguments(call.arguments.dump());
+  }
   AppendLogprobs(event, out);
   if (event.finished) SetFinish(event, out->mutable_finish());
 }

@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -70,13 +73,13 @@ void GemmaServer::SetHealth(bool serving) {
 }
 
 absl::Status GemmaServer::Load() {
+  // A directory: tokenizer.json, else tokenizer.model (as transformers).
   const std::string tokenizer_path =
-      !options_.tokenizer_path.empty()
-          ? options_.tokenizer_path
-          : (std::filesystem::path(options_.model_dir) / "tokenizer.model").string();
+      !options_.tokenizer_path.empty() ? options_.tokenizer_path : options_.model_dir;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(tokenizer_path);
   if (!tokenizer.ok()) return tokenizer.status();
   tokenizer_ = *std::move(tokenizer);
+  if (absl::Status s = LoadChatTemplate(); !s.ok()) return s;
 
   BackendOptions backend_options;
   backend_options.backend = options_.backend;
@@ -104,10 +107,51 @@ absl::Status GemmaServer::Load() {
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
 
+  ServingLimits serving;
+  serving.chat_template = chat_template_.get();
+  serving.sampling_defaults = SamplingDefaults();
   service_.Attach(ops_->WrapEngine(engine_.get()), tokenizer_.get(), DescribeModel(),
-                  ops_->limits(), &ops_->auth());
+                  ops_->limits(), &ops_->auth(), serving);
   SetHealth(true);
   return absl::OkStatus();
+}
+
+// --chat-template FILE, else the model directory's template, else the
+// built-in Gemma 4 one (chat_template_ stays null).
+absl::Status GemmaServer::LoadChatTemplate() {
+  absl::StatusOr<ChatTemplate> loaded = absl::NotFoundError("no template");
+  if (!options_.chat_template_path.empty()) {
+    std::ifstream in(options_.chat_template_path, std::ios::binary);
+    std::stringstream source;
+    source << in.rdbuf();
+    if (!in) {
+      return absl::NotFoundError(
+          absl::StrCat("--chat-template: cannot read ", options_.chat_template_path));
+    }
+    loaded = ChatTemplate::Parse(source.str(), options_.chat_template_path);
+    chat_template_origin_ = options_.chat_template_path;
+  } else {
+    loaded = ChatTemplate::LoadFromModelDir(options_.model_dir);
+    chat_template_origin_ = options_.model_dir;
+  }
+  if (loaded.ok()) {
+    chat_template_ = std::make_unique<ChatTemplate>(*std::move(loaded));
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(loaded.status()) || !options_.chat_template_path.empty()) {
+    return loaded.status();
+  }
+  chat_template_origin_ = "built-in gemma4 template";
+  spdlog::info("{} has no chat template: using the built-in Gemma 4 template",
+               options_.model_dir);
+  return absl::OkStatus();
+}
+
+// What unset sampling fields become: generation_config.json's values unless
+// --generation-config ignore.
+GenerationDefaults GemmaServer::SamplingDefaults() const {
+  if (options_.generation_config == "ignore") return {};
+  return engine_->backend().config().generation_defaults;
 }
 
 v1::ModelInfo GemmaServer::DescribeModel() const {
@@ -140,6 +184,18 @@ v1::ModelInfo GemmaServer::DescribeModel() const {
   info.set_kv_token_capacity(kv.block_size > 0 ? int64_t{kv.num_global_blocks} * kv.block_size
                                                : int64_t{backend.max_slots()} * backend.max_context());
   info.set_kv_cache_bytes(backend.kv_cache_bytes());
+  const GenerationDefaults defaults = SamplingDefaults();
+  const SamplingParams plain;
+  info.set_default_temperature(defaults.temperature.value_or(plain.temperature));
+  info.set_default_top_k(defaults.top_k.value_or(plain.top_k));
+  info.set_default_top_p(defaults.top_p.value_or(plain.top_p));
+  for (int32_t id : config.eos_token_ids) info.add_eos_token_ids(id);
+  if (tokenizer_->special().eos >= 0 &&
+      std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(),
+                tokenizer_->special().eos) == config.eos_token_ids.end()) {
+    info.add_eos_token_ids(tokenizer_->special().eos);
+  }
+  info.set_chat_template(chat_template_origin_);
   return info;
 }
 

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "engine/chat/chat_template.h"
 #include "engine/factory/backend_factory.h"
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -38,7 +39,9 @@ struct ServerOptions {
   WeightDType weights = WeightDType::kBF16;  // cuda: linear layers' dtype (--weights)
   std::optional<WeightDType> lm_head;        // cuda: the LM head's dtype (--lm-head; unset = weights)
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda: --kv-cache-dtype
-  std::string tokenizer_path;         // empty: <model_dir>/tokenizer.model
+  std::string tokenizer_path;         // empty: the model directory's tokenizer
+  std::string chat_template_path;     // empty: the model directory's template
+  std::string generation_config = "auto";  // auto | ignore (sampling defaults)
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
 };
 
@@ -69,6 +72,8 @@ class GemmaServer {
   explicit GemmaServer(const ServerOptions& options) : options_(options) {}
   void SetHealth(bool serving);
   v1::ModelInfo DescribeModel() const;
+  absl::Status LoadChatTemplate();
+  GenerationDefaults SamplingDefaults() const;
 
   ServerOptions options_;
   int port_ = 0;
@@ -77,6 +82,8 @@ class GemmaServer {
   // ops_ before engine_: the engine's callbacks reach it until it is gone.
   std::unique_ptr<ops::Operations> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> chat_template_;  // null: the built-in Gemma 4 template
+  std::string chat_template_origin_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<grpc::Server> server_;
   bool drained_ = false;

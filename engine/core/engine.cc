@@ -63,6 +63,8 @@ class EngineImpl final : public Engine {
   void RunStep();
   void CommitToken(Sequence& seq, SampleResult sample);
   void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
+  static void EmitText(Sequence& seq, const std::string& text, GenerationEvent& ev);
+  static void AppendParsed(ParsedDelta parsed, GenerationEvent& ev);
   void PublishStats();
 
   // Immutable after construction.
@@ -280,7 +282,7 @@ void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
   if (reason != FinishReason::kNone) {
     ev.matched_stop_token = id;
   } else {
-    ev.text_delta = seq.stops.Push(seq.detokenizer.Push(id), can_stop);
+    EmitText(seq, seq.stops.Push(seq.detokenizer.Push(id), can_stop), ev);
     if (seq.stops.matched()) {
       reason = FinishReason::kStopString;
       ev.matched_stop = seq.stops.matched_string();
@@ -296,11 +298,36 @@ void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
   Finish(seq, reason, std::move(ev));
 }
 
+// Adds parsed output to an event.
+void EngineImpl::AppendParsed(ParsedDelta parsed, GenerationEvent& ev) {
+  ev.text_delta += parsed.content;
+  ev.reasoning_delta += parsed.reasoning;
+  for (ToolCall& call : parsed.tool_calls) ev.tool_calls.push_back(std::move(call));
+}
+
+// Text that is out of the detokenizer and past the stop checks: through the
+// output parser when the request has one.
+void EngineImpl::EmitText(Sequence& seq, const std::string& text, GenerationEvent& ev) {
+  if (!seq.parser.has_value()) {
+    ev.text_delta += text;
+    return;
+  }
+  if (!text.empty()) AppendParsed(seq.parser->Push(text), ev);
+}
+
 // Emits the final event, frees the slot and forgets the sequence.
 void EngineImpl::Finish(Sequence& seq, FinishReason reason, GenerationEvent ev) {
   if (reason != FinishReason::kStopString && reason != FinishReason::kError) {
-    ev.text_delta += seq.stops.Push(seq.detokenizer.Flush(), false);
-    ev.text_delta += seq.stops.Flush();
+    std::string tail = seq.stops.Push(seq.detokenizer.Flush(), false);
+    tail += seq.stops.Flush();
+    EmitText(seq, tail, ev);
+  }
+  if (seq.parser.has_value() && reason != FinishReason::kError) {
+    AppendParsed(seq.parser->Finish(), ev);
+    if (seq.parser->saw_tool_calls() &&
+        (reason == FinishReason::kEos || reason == FinishReason::kStopToken)) {
+      reason = FinishReason::kToolCalls;
+    }
   }
   const Clock::time_point now = Clock::now();
   ev.request_id = seq.request.request_id;

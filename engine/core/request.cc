@@ -11,6 +11,7 @@ const char* FinishReasonName(FinishReason reason) {
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "cancelled";
     case FinishReason::kError: return "error";
+    case FinishReason::kToolCalls: return "tool_calls";
   }
   return "unknown";
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/chat/output_parser.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/sampling_params.h"
 
@@ -28,9 +29,19 @@ struct GenerationRequest {
   SamplingParams sampling;
   StoppingCriteria stopping;
   int priority = 0;                       // higher is scheduled first; FCFS within one
+  bool skip_special_tokens = true;        // leave special tokens out of text deltas
+  // Set: the output is split as Gemma 4 writes it (thought channel ->
+  // reasoning_delta, tool calls -> tool_calls, the rest -> text_delta). The
+  // parser reads the text with special tokens kept, whatever
+  // skip_special_tokens says.
+  std::optional<OutputParserOptions> output_parsing;
 };
 
-enum class FinishReason { kNone, kEos, kStopToken, kStopString, kLength, kCancelled, kError };
+// kToolCalls: the model ended its turn (eos or a stop id) after tool calls
+// that output parsing recognised.
+enum class FinishReason {
+  kNone, kEos, kStopToken, kStopString, kLength, kCancelled, kError, kToolCalls
+};
 const char* FinishReasonName(FinishReason reason);
 
 struct Usage {
@@ -51,11 +62,13 @@ struct GenerationEvent {
   std::string request_id;
   std::vector<int32_t> token_ids;
   std::string text_delta;
+  std::string reasoning_delta;          // output_parsing: thought-channel text
+  std::vector<ToolCall> tool_calls;     // output_parsing: calls completed by these tokens
   std::vector<SampleResult> logprobs;   // per token when num_logprobs >= 0
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string matched_stop;             // the stop string, for kStopString
-  int32_t matched_stop_token = -1;      // for kEos / kStopToken
+  int32_t matched_stop_token = -1;      // for kEos / kStopToken / kToolCalls
   Usage usage;
   Timings timings;
   absl::Status error;                   // for kError

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "engine/core/stop_checker.h"
 #include "engine/kv/kv_block_manager.h"
 #include "engine/sampling/sampler.h"
+#include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace gemma {
@@ -22,9 +24,13 @@ struct Sequence {
         on_event(std::move(cb)),
         sampler(request.sampling, request.prompt_ids, fallback_seed),
         sample_seed(request.sampling.seed.value_or(fallback_seed)),
-        detokenizer(tokenizer),
+        detokenizer(tokenizer,
+                    request.skip_special_tokens && !request.output_parsing.has_value()),
         stops(request.stopping.stop_strings),
-        tokens(request.prompt_ids) {}
+        tokens(request.prompt_ids) {
+    detokenizer.SetContext(request.prompt_ids);
+    if (request.output_parsing.has_value()) parser.emplace(*request.output_parsing);
+  }
 
   GenerationRequest request;
   EventCallback on_event;
@@ -32,6 +38,7 @@ struct Sequence {
   uint64_t sample_seed;             // the seed of device-side draws (see RowSampling)
   IncrementalDetokenizer detokenizer;
   StopChecker stops;
+  std::optional<OutputParser> parser;  // set when the request asks for output parsing
 
   // Prompt followed by every generated token. The KV of tokens
   // [0, num_computed) is in the cache; the next forward feeds

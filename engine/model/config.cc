@@ -231,8 +231,10 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   if (!gen.is_object()) {
     return absl::InvalidArgumentError(model_internal::Cat(gen_path, ": must be a JSON object"));
   }
-  MODEL_RETURN_IF_ERROR(
-      AppendEosIds(JsonFields(gen, gen_path, ""), config.vocab_size, &config.eos_token_ids));
+  const JsonFields gen_fields(gen, gen_path, "");
+  MODEL_RETURN_IF_ERROR(AppendEosIds(gen_fields, config.vocab_size, &config.eos_token_ids));
+  MODEL_ASSIGN_OR_RETURN(config.generation_defaults,
+                         model_internal::ParseGenerationDefaults(gen_fields));
   return config;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,15 @@ struct LayerSpec {
   bool is_global() const { return type == LayerType::kGlobal; }
 };
 
+// Sampling defaults a model ships in generation_config.json (vLLM applies
+// these to requests that leave the field unset). Absent fields stay unset.
+struct GenerationDefaults {
+  std::optional<float> temperature;
+  std::optional<int> top_k;
+  std::optional<float> top_p;
+  std::optional<float> repetition_penalty;
+};
+
 struct ModelConfig {
   std::string architecture;        // e.g. Gemma4ForConditionalGeneration
   bool multimodal = false;         // weights under model.language_model.*
@@ -51,6 +61,7 @@ struct ModelConfig {
   int32_t pad_token_id = 0;
   int32_t bos_token_id = 0;
   std::vector<int32_t> eos_token_ids;  // generation stops at any of these
+  GenerationDefaults generation_defaults;  // from generation_config.json
   std::vector<LayerSpec> layers;
 
   // Prefix of text-decoder tensor names: "model.language_model." or "model.".
@@ -66,7 +77,8 @@ struct ModelConfig {
 // Parses config.json text. `source` names the file in error messages.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text,
                                              std::string_view source);
-// Reads DIR/config.json (and DIR/generation_config.json for eos ids, if any).
+// Reads DIR/config.json (and DIR/generation_config.json, if any: its eos ids
+// join the config's, its sampling fields become generation_defaults).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 
 }  // namespace gemma

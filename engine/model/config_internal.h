@@ -21,4 +21,8 @@ inline constexpr int64_t kMaxHeadDim = 4096;
 // config->num_layers and config->num_heads already parsed.
 absl::Status ParseLayerSpecs(const JsonFields& text, ModelConfig* config);
 
+// Reads temperature / top_k / top_p / repetition_penalty of a
+// generation_config.json; each is range-checked, errors name file and field.
+absl::StatusOr<GenerationDefaults> ParseGenerationDefaults(const JsonFields& gen);
+
 }  // namespace gemma::model_internal

@@ -1,27 +1,68 @@
-// IncrementalDetokenizer: Tokenizer::Decode is defined as running one of these
-// over all ids, so streamed deltas always concatenate to the full decode.
+#include "engine/tokenizer/detokenizer.h"
+
+#include <algorithm>
+#include <string_view>
+
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace gemma {
+namespace {
+
+// Context tokens kept before the first output token, and tokens a window
+// keeps before its unread part: enough for every decoder rule that looks at a
+// neighbour (leading-space strip, byte-fallback grouping).
+constexpr size_t kWindowTokens = 6;
+
+bool EndsWithReplacement(std::string_view text) { return text.ends_with(utf8::kReplacement); }
+
+}  // namespace
+
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
+                                               bool skip_special_tokens)
+    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+
+void IncrementalDetokenizer::SetContext(std::span<const int32_t> context_ids) {
+  // Keep a generous tail: WindowStart may need to look further back than
+  // kWindowTokens for a run of bytes or of special tokens.
+  constexpr size_t kContextTail = 64;
+  const size_t keep = std::min(context_ids.size(), kContextTail);
+  ids_.assign(context_ids.end() - keep, context_ids.end());
+  read_offset_ = ids_.size();
+  prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_);
+}
+
+std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
+  return tokenizer_->Decode(std::span<const int32_t>(ids_.data() + begin, end - begin),
+                            skip_special_tokens_);
+}
+
+size_t IncrementalDetokenizer::WindowStart(size_t start, size_t read) const {
+  // Bounded, so that a long run of skipped tokens costs O(1) per token.
+  constexpr size_t kMaxLookBack = 64;
+  const size_t floor = start - std::min(start, kMaxLookBack);
+  while (start > floor && tokenizer_->IsByteToken(ids_[start])) --start;
+  while (start > floor && DecodeRange(start, read).empty()) --start;
+  return start;
+}
 
 std::string IncrementalDetokenizer::Push(int32_t token_id) {
-  if (tokenizer_->IsControl(token_id)) return "";
-  std::string bytes = tokenizer_->TokenBytes(token_id);
-  // Like SentencePiece: only the first visible piece loses its leading "▁",
-  // the space the normalizer's dummy prefix put there.
-  if (at_start_ && tokenizer_->StripsFirstSpace(token_id)) bytes.erase(0, 1);
-  at_start_ = false;
-  pending_ += bytes;
-  std::string out;
-  utf8::DrainValid(pending_, out, /*flush=*/false);
-  return out;
+  ids_.push_back(token_id);
+  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
+  const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
+  if (new_text.size() <= prefix_text.size() || EndsWithReplacement(new_text)) return "";
+  std::string delta = new_text.substr(prefix_text.size());
+  read_offset_ = ids_.size();
+  prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_);
+  return delta;
 }
 
 std::string IncrementalDetokenizer::Flush() {
-  std::string out;
-  utf8::DrainValid(pending_, out, /*flush=*/true);
-  return out;
+  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
+  const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
+  read_offset_ = ids_.size();
+  if (new_text.size() <= prefix_text.size()) return "";
+  return new_text.substr(prefix_text.size());
 }
 
 }  // namespace gemma

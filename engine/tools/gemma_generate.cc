@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   bo.lm_head = f.lm_head;
   bo.kv_cache_dtype = f.kv_cache_dtype;
   bo.max_context = f.max_context;
-  auto tokenizer = gemma::Tokenizer::Load(bo.model_dir + "/tokenizer.model");
+  auto tokenizer = gemma::Tokenizer::Load(bo.model_dir);  // tokenizer.json, else tokenizer.model
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString(), 1);
   auto backend = gemma::CreateBackend(bo);
   if (!backend.ok()) return Fail(backend.status().ToString(), 1);

@@ -62,6 +62,8 @@ const char* FinishedReasonLabel(FinishReason reason) {
     case FinishReason::kStopToken:
     case FinishReason::kStopString:
       return "stop";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
     case FinishReason::kLength:
       return "length";
     case FinishReason::kCancelled:

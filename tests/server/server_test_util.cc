@@ -57,6 +57,10 @@ StreamResult RunStream(v1::Gemma::Stub& stub, const v1::GenerateRequest& request
     ++result.num_messages;
     result.ids.insert(result.ids.end(), response.token_ids().begin(), response.token_ids().end());
     result.text += response.text();
+    result.deltas.push_back(response.text());
+    result.reasoning += response.reasoning();
+    result.tool_calls.insert(result.tool_calls.end(), response.tool_calls().begin(),
+                             response.tool_calls().end());
     result.request_ids.push_back(response.request_id());
     result.logprobs.insert(result.logprobs.end(), response.logprobs().begin(),
                            response.logprobs().end());

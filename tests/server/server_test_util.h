@@ -33,6 +33,9 @@ struct StreamResult {
   grpc::Status status;
   std::vector<int32_t> ids;
   std::string text;
+  std::vector<std::string> deltas;       // text of each message, in order
+  std::string reasoning;
+  std::vector<v1::ToolCall> tool_calls;
   int num_messages = 0;
   std::vector<std::string> request_ids;  // as echoed by each message
   v1::Finish finish;

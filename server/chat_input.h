@@ -1,0 +1,19 @@
+// Turns a gemma.v1 Chat into the variables a Hugging Face chat template reads
+// (transformers' apply_chat_template shapes: OpenAI-style messages, tools,
+// extra keywords), checking every field. Errors are INVALID_ARGUMENT naming
+// the proto field path, e.g. "chat.messages[2].content_parts[0].type".
+//
+// Thread-safety: free functions; safe from any thread.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/chat/chat_prompt.h"
+#include "gemma/v1/gemma.pb.h"
+
+namespace gemma::server {
+
+// `field` prefixes error messages ("chat").
+absl::StatusOr<ChatInput> ConvertChat(const v1::Chat& chat, absl::string_view field);
+
+}  // namespace gemma::server
