@@ -26,7 +26,6 @@
 #include <random>
 #include <utility>
 
-
 namespace gemma {
 namespace {
 

@@ -59,7 +59,7 @@ struct OutputParserOptions {
   // reasoning (a leading `<|channel>thought\n` is still accepted). With the
   // official template this stays false: `enable_thinking` makes the model
   // open the channel itself. Output that never closes the channel is then all
-  // reasoning.
+  // reasoning. Ignored without parse_reasoning.
   bool thinking_expected = false;
   // Returns a fresh tool-call id. Empty: "call_" + 24 random alphanumerics
   // (vLLM uses "chatcmpl-tool-" + a random hex uuid).

@@ -205,7 +205,7 @@ TEST(OutputParserTest, StringsKeepStructuralCharactersAndQuotes) {
 TEST(OutputParserTest, ArgumentSyntaxVariants) {
   EXPECT_EQ(Args("{}"), Json::object());
   EXPECT_EQ(Args("{b:1,a:2}").dump(), R"({"b":1,"a":2})");  // model order kept
-  EXPECT_EQ(Args("{" + Q("my key") + ":1}").dump(), R"({"my key":1})");
+  EXPECT_EQ(Args("{<|\"|>my key<|\"|>:1}").dump(), R"({"my key":1})");
   EXPECT_EQ(Args(" { a : 1 ,\n b : [ 1 , 2 , ] , } ").dump(), R"({"a":1,"b":[1,2]})");
   EXPECT_EQ(Args("{time:12:30}").dump(), R"({"time":"12:30"})");
 }
