@@ -1,6 +1,8 @@
-// SentencePiece tokenizer for Gemma 4, with special tokens looked up by piece
-// (never hard-coded ids: the fixtures' tokenizer has other ids than the real
-// one) and the Gemma 4 chat format.
+// The Gemma 4 tokenizer, over either backend: a Hugging Face `tokenizer.json`
+// (BPE with byte fallback, as Google ships it; ids exactly those of
+// `tokenizers`) or a SentencePiece `tokenizer.model`. Special tokens are looked
+// up by content (never hard-coded ids: the fixtures' tokenizer has other ids
+// than the real one). Also renders the Gemma 4 chat format.
 //
 // Thread-safety: const methods are safe to call concurrently.
 #pragma once
@@ -14,16 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/tokenizer/tokenizer_model.h"
 
 namespace gemma {
-
-class SentencePieceModel;
-
-struct SpecialTokens {
-  int32_t pad = -1, eos = -1, bos = -1, unk = -1;
-  int32_t turn_start = -1;  // "<|turn>"
-  int32_t turn_end = -1;    // "<turn|>"
-};
 
 struct ChatMessage {
   std::string role;     // system | user | assistant | model
@@ -32,8 +27,18 @@ struct ChatMessage {
 
 class Tokenizer {
  public:
+  // `model_path` is a model directory or a file. In a directory,
+  // tokenizer.json is preferred to tokenizer.model when both exist (as
+  // transformers does); NOT_FOUND naming both when neither does. A file ending
+  // in ".json" is a Hugging Face tokenizer.json (tokenizer_config.json beside
+  // it is read too); any other file is a SentencePiece model. Errors in JSON
+  // files name the file and the JSON path.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& model_path);
   ~Tokenizer();
+
+  // The chat template shipped beside tokenizer.json (tokenizer_config.json's
+  // "chat_template"); empty when there is none.
+  const std::string& chat_template() const;
 
   int vocab_size() const;
   const SpecialTokens& special() const { return special_; }
@@ -45,8 +50,16 @@ class Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const;
   // BOS + Encode(text): what a raw-text prompt becomes.
   absl::StatusOr<std::vector<int32_t>> EncodePrompt(std::string_view text) const;
-  // Full decode of ids (special tokens rendered as their pieces are dropped).
+  // Decode(ids, /*skip_special_tokens=*/true).
   std::string Decode(std::span<const int32_t> ids) const;
+  // Full decode with the backend's own semantics (IncrementalDetokenizer
+  // streams exactly this). tokenizer.json: exactly `tokenizers`'
+  // decode(ids, skip_special_tokens): its decoder chain, where a run of byte
+  // pieces that is not valid UTF-8 gives one U+FFFD per byte. tokenizer.model:
+  // SentencePiece's decoding (the first visible piece loses its dummy-prefix
+  // space; each invalid byte becomes U+FFFD), with control pieces written as
+  // their text when not skipped. Ids out of range give nothing.
+  std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
   // `<bos><|turn>system\n…<turn|>\n<|turn>user\n…<turn|>\n<|turn>model\n`.
   // Role "assistant" is written "model". INVALID_ARGUMENT naming the role when
@@ -59,39 +72,31 @@ class Tokenizer {
   std::string TokenBytes(int32_t id) const;
   // True for control pieces (<bos>, <eos>, <pad>) and for user-defined marker
   // pieces such as "<|turn>", "<turn|>", "<mask>": tokens that never show as text.
+  // tokenizer.json: an added token with "special": true.
   bool IsControl(int32_t id) const;
-
- private:
-  friend class IncrementalDetokenizer;
-  Tokenizer() = default;
-  absl::Status Init(const std::string& model_path);
-  // Encodes text that follows a special token, so no dummy prefix is added.
-  absl::StatusOr<std::vector<int32_t>> EncodeSegment(std::string_view text) const;
-  // Whether decoding drops the leading "▁" of the first visible piece, as
-  // SentencePiece does when its normalizer adds a dummy prefix.
+  // Whether Decode(ids, /*skip_special_tokens=*/true) drops the token; the
+  // same set as IsControl.
+  bool IsSpecial(int32_t id) const;
+  // What the token contributes when special tokens are not skipped: its text
+  // for special tokens (e.g. "<bos>"), otherwise TokenBytes(id). Out-of-range
+  // ids give nothing.
+  std::string TokenText(int32_t id) const;
+  // A byte-fallback piece ("<0xXX>"), which decodes together with its
+  // neighbours.
+  bool IsByteToken(int32_t id) const;
+  // Whether decoding drops the leading space of the first visible piece, as
+  // SentencePiece does when its normalizer adds a dummy prefix (tokenizer.json:
+  // only when its decoder has a Strip of " " after a Fuse).
   bool StripsFirstSpace(int32_t id) const;
 
-  std::unique_ptr<SentencePieceModel> sp_;
-  SpecialTokens special_;
-  std::vector<bool> control_;  // by id: IsControl()
-  bool adds_dummy_prefix_ = false;
-};
-
-// Turns a stream of token ids into text deltas that never split a UTF-8
-// character: bytes of an incomplete character are held until it completes.
-// Thread-safety: one per sequence; not thread-safe.
-class IncrementalDetokenizer {
- public:
-  explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
-  // Returns the complete text the token finishes (possibly empty).
-  std::string Push(int32_t token_id);
-  // Whatever is still held at the end (invalid sequences become U+FFFD).
-  std::string Flush();
-
  private:
-  const Tokenizer* tokenizer_;
-  std::string pending_;     // bytes of a character not yet complete
-  bool at_start_ = true;    // no visible token seen yet
+  Tokenizer() = default;
+  absl::Status Init(const std::string& model_path);
+  // Encodes text that follows a special token, so no dummy prefix is added
+  // (tokenizer.json adds none anyway: there it is Encode).
+  absl::StatusOr<std::vector<int32_t>> EncodeSegment(std::string_view text) const;
+  std::unique_ptr<TokenizerModel> model_;
+  SpecialTokens special_;
 };
 
 }  // namespace gemma

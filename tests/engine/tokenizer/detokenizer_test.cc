@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer/detokenizer.h"
 #include "engine/tokenizer/sentencepiece_model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"

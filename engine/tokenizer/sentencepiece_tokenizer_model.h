@@ -1,0 +1,53 @@
+// TokenizerModel over a SentencePiece `tokenizer.model`.
+//
+// Thread-safety: immutable after Load(); const methods are safe to call
+// concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tokenizer/tokenizer_model.h"
+
+namespace gemma {
+
+class SentencePieceModel;
+
+class SentencePieceTokenizerModel : public TokenizerModel {
+ public:
+  // INVALID_ARGUMENT naming the file when it is not a SentencePiece model.
+  // REQUIRES: `path` is an existing file.
+  static absl::StatusOr<std::unique_ptr<SentencePieceTokenizerModel>> Load(const std::string& path);
+  ~SentencePieceTokenizerModel() override;
+
+  int num_pieces() const override;
+  int32_t PieceToId(std::string_view piece) const override;
+  std::string IdToPiece(int32_t id) const override;
+  SpecialTokens FindSpecialTokens() const override;
+  const std::string& chat_template() const override { return chat_template_; }
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
+  absl::StatusOr<std::vector<int32_t>> EncodeSegment(std::string_view text) const override;
+  // Control pieces are dropped (skip_special_tokens) or written as their
+  // piece; the first visible piece loses the dummy-prefix space.
+  std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
+
+  std::string TokenBytes(int32_t id) const override;
+  std::string TokenText(int32_t id) const override;
+  bool IsControl(int32_t id) const override;
+  bool IsSpecial(int32_t id) const override { return IsControl(id); }
+  bool IsByteToken(int32_t id) const override;
+  bool StripsFirstSpace(int32_t id) const override;
+
+ private:
+  SentencePieceTokenizerModel();
+
+  std::unique_ptr<SentencePieceModel> sp_;
+  std::vector<bool> control_;  // by id: IsControl()
+  bool adds_dummy_prefix_ = false;
+  std::string chat_template_;  // always empty: a .model file has none
+};
+
+}  // namespace gemma
