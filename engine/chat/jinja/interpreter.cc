@@ -61,7 +61,8 @@ void AssignTargets(const std::vector<std::string>& targets, const Value& value, 
 }
 
 Interpreter::Interpreter() : globals_(std::make_shared<Scope>(nullptr)) {
-  for (const auto& [name, value] : MakeGlobals().entries()) globals_->Set(name, value);
+  const Dict globals = MakeGlobals();
+  for (const auto& [name, value] : globals.entries()) globals_->Set(name, value);
 }
 
 std::string Interpreter::Render(const StmtList& program, const Dict& context) {
