@@ -7,9 +7,9 @@
 // Per prompt: prefill logits at the stored rows (golden.json prefill_rows),
 // then the golden greedy tokens fed back one decode step at a time. Bounds:
 // ||out - ref|| / ||ref|| per row <= 2e-2 for bf16 (GEMMA_REALWIDTH_TOL),
-// 1e-1 for fp8 weights (GEMMA_REALWIDTH_FP8_TOL); argmax where the
-// reference's top-2 margin is >= 0.1; greedy ids equal up to the first step
-// whose golden margin is below that. Prints a table per configuration, with
+// 0.25 for fp8 weights (GEMMA_REALWIDTH_FP8_TOL, as the fp8 quality tests);
+// for bf16 also the argmax where the reference's top-2 margin is >= 0.1 and
+// greedy ids equal up to the first step whose golden margin is below that. Prints a table per configuration, with
 // the worst error per position range (< 1024: inside the first sliding
 // window; 1024..2047: sliding layers evict; >= 2048: the second prefill pass).
 #include <gtest/gtest.h>
@@ -232,7 +232,7 @@ TEST_F(RealWidth, Bf16MatchesTransformers) {
 TEST_F(RealWidth, Fp8MatchesTransformersLoosely) {
   auto b = MakeBackend(dir_, WeightDType::kFP8, true, max_context_);
   ASSERT_NE(b, nullptr);
-  Check("fp8", *b, golden_, EnvDouble("GEMMA_REALWIDTH_FP8_TOL", 1e-1), Mode::kRowsOnly);
+  Check("fp8", *b, golden_, EnvDouble("GEMMA_REALWIDTH_FP8_TOL", 0.25), Mode::kRowsOnly);
 }
 
 // What gemma-serve computes: the embedding scale rounded to bf16 (73.5, not
