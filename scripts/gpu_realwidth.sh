@@ -11,6 +11,8 @@
 #   3. gemma-generate (bf16, fp8) and gemma-serve + gemma-cli generate: greedy
 #      ids vs the reference; gemma-serve's time to health SERVING, split as
 #      its start-up log reports it.
+#   RW_LAYERS / RW_TYPES (e.g. "G" or "S,G") choose the layers, RW_SKIP_SERVE=1
+#   skips step 3.
 #   4. (RW_BIG_LAYERS > 0 and time left) a RW_BIG_LAYERS-layer checkpoint of
 #      the same widths (default 36, ~38 GB): the disk's sequential read rate
 #      and gemma-serve's time to SERVING, bf16 and fp8.
@@ -28,6 +30,7 @@ big=/tmp/realwidth-big
 tool="python3 scripts/realwidth/golden_tool.py"
 port=50171
 t0=$(date +%s)
+server="" start_at="" ready_at=""
 rows=()
 row() { rows+=("$(printf '%-36s %s' "$1" "$2")"); }
 elapsed() { echo $(( $(date +%s) - t0 )); }
@@ -53,8 +56,10 @@ start_server() {
   done
 }
 stop_server() {
-  kill -TERM $server 2> /dev/null
-  wait $server 2> /dev/null
+  [ -n "$server" ] || return 0
+  kill -TERM "$server" 2> /dev/null
+  wait "$server" 2> /dev/null
+  server=""
 }
 secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 
@@ -64,7 +69,8 @@ df -h /tmp >> "$out/summary.txt" 2>&1
 # ---- 1. checkpoint + transformers reference --------------------------------
 {
   note "make_checkpoint: ${RW_LAYERS:-6} layers"
-  timeout 420 python3 scripts/realwidth/make_checkpoint.py --out "$rw" --layers "${RW_LAYERS:-6}"
+  timeout 420 python3 scripts/realwidth/make_checkpoint.py --out "$rw" --layers "${RW_LAYERS:-6}" \
+    ${RW_TYPES:+--layer-types "$RW_TYPES"}
   echo "rc=$?"
 } > "$out/reference.log" 2>&1
 ref_rc=$(grep -oE '^rc=[0-9]+' "$out/reference.log" | tail -1)
@@ -81,8 +87,10 @@ if [ -f "$rw/golden.json" ]; then
 
   # ---- 3. gemma-generate, gemma-serve ----------------------------------------
   n=$($tool count "$rw")
+  [ "${RW_SKIP_SERVE:-0}" = 1 ] && n=0
   {
     for w in bf16 fp8; do
+      [ "$n" -gt 0 ] || break
       prompts=$(seq 0 $((n - 1)))
       [ $w = fp8 ] && prompts=$((n - 1))  # fp8: the long prompt only
       for i in $prompts; do
@@ -96,13 +104,15 @@ if [ -f "$rw/golden.json" ]; then
       done
     done
   } > "$out/generate.log" 2>&1
-  start_server "$out/serve.log" --model "$rw" --max-context 4096 --max-concurrent-sequences 4
-  if [ -z "$ready_at" ] && grep -qi tokenizer "$out/serve.log"; then
+  [ "$n" -gt 0 ] && start_server "$out/serve.log" --model "$rw" --max-context 4096 --max-concurrent-sequences 4
+  if [ "$n" -gt 0 ] && [ -z "$ready_at" ] && grep -qi tokenizer "$out/serve.log"; then
     mv "$out/serve.log" "$out/serve-first.log"
     start_server "$out/serve.log" --model "$rw" --max-context 4096 --max-concurrent-sequences 4 \
       --tokenizer models/gemma4-fortunes
   fi
-  if [ -n "$ready_at" ]; then
+  if [ "$n" -eq 0 ]; then
+    :
+  elif [ -n "$ready_at" ]; then
     row "gemma-serve time to SERVING" "$(secs "$start_at" "$ready_at") s (bf16, checkpoint in page cache)"
     for i in $(seq 0 $((n - 1))); do
       got=$(timeout 120 "$b/bin/gemma-cli" --addr 127.0.0.1:$port --timeout-s 100 generate --greedy \

@@ -50,11 +50,15 @@ def repo_root():
     return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def build_config_dict(layers):
+def build_config_dict(layers, layer_types=None):
     with open(os.path.join(repo_root(), "tests/data/gemma4-31b/config.json")) as f:
         cfg = json.load(f)
     text = cfg["text_config"]
     types = text["layer_types"][:layers]
+    if layer_types:  # e.g. "G" or "S,G": to tell the layer types apart
+        names = {"S": "sliding_attention", "G": "full_attention"}
+        types = [names[x.strip().upper()] for x in layer_types.split(",")]
+        layers = len(types)
     if len(types) != layers or types[-1] != "full_attention":
         sys.exit(f"--layers {layers}: the cut of the 31B pattern must end with a global layer (use a multiple of 6)")
     text["num_hidden_layers"] = layers
@@ -110,7 +114,8 @@ def make_checkpoint(args):
     import transformers
     from transformers import Gemma4Config, Gemma4ForConditionalGeneration
 
-    cfg_dict = build_config_dict(args.layers)
+    cfg_dict = build_config_dict(args.layers, args.layer_types)
+    args.layers = cfg_dict["text_config"]["num_hidden_layers"]
     config = Gemma4Config.from_dict(json.loads(json.dumps(cfg_dict)))
     torch.manual_seed(args.seed)  # the vision tower's own init
     build_dtype = torch.bfloat16 if args.build_bf16 else torch.float32
@@ -293,6 +298,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--layer-types", help="comma list of S (sliding) / G (global), last G; overrides --layers")
     ap.add_argument("--seed", type=int, default=31)
     ap.add_argument("--embed-std", type=float, default=0.03)
     ap.add_argument("--linear-std", type=float, default=0.02)
