@@ -23,6 +23,7 @@ packages=(
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-grpc-tools python3-protobuf python3-prometheus-client
   clang libclang-rt-14-dev openssl
+  python3-jinja2  # chat-template tests render their reference with Debian's /usr/bin/python3
 )
 
 if [ "$install" = 1 ] && command -v apt-get >/dev/null; then

@@ -34,7 +34,9 @@ class Parser {
       const Token& token = ts_.Peek();
       if (token.type == TokenType::kEof) {
         if (ends.size() == 0) return body;
-        ts_.Fail("unexpected end of template; expected '" + std::string(*ends.begin()) + "'");
+        std::string expected;
+        for (std::string_view e : ends) expected += (expected.empty() ? "'" : " or '") + std::string(e) + "'";
+        ts_.Fail("unexpected end of template; expected " + expected);
       }
       if (token.type == TokenType::kText) {
         auto text = MakeStmt(StmtKind::kText, token.line);
