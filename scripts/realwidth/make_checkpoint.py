@@ -156,6 +156,15 @@ def make_checkpoint(args):
         import gzip
         with gzip.open(tok, "rb") as src, open(os.path.join(args.out, "tokenizer.json"), "wb") as dst:
             shutil.copyfileobj(src, dst)
+    index = os.path.join(args.out, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            names = list(json.load(f)["weight_map"])
+        groups = {}
+        for k in names:
+            g = ".".join(k.split(".")[:2]) if k.startswith("model.") else k.split(".")[0]
+            groups[g] = groups.get(g, 0) + 1
+        log("tensors by prefix:", groups)
     sizes = sorted((fn, os.path.getsize(os.path.join(args.out, fn))) for fn in os.listdir(args.out))
     log("files:", ", ".join(f"{fn} {s / 1e9:.2f} GB" for fn, s in sizes if s > 1e6))
     return model
