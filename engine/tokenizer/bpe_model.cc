@@ -10,7 +10,7 @@ namespace {
 
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // "▁"
 // Ids above this are refused: the id table is sized by the largest id.
-constexpr int64_t kMaxId = int64_t{1} << 24;
+constexpr int64_t kMaxId = int64_t{1} << 22;
 
 size_t CharLength(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;

@@ -21,7 +21,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // Ids above this are refused: the tables by id are sized by the largest id.
-constexpr int32_t kMaxAddedId = int32_t{1} << 24;
+constexpr int32_t kMaxAddedId = int32_t{1} << 22;
 
 struct Piece {
   size_t begin, end;
