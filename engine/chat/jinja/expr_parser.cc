@@ -369,7 +369,7 @@ ExprPtr ExprParser::ParseFilter(ExprPtr node, bool start_inline) {
     start_inline = false;
     auto filter = MakeExpr(ExprKind::kFilter, ts_.Peek().line);
     filter->name = ts_.ExpectName();
-    while (ts_.SkipOp(".")) filter->name += "." + ts_.ExpectName();
+    while (ts_.SkipOp(".")) filter->name.append(".").append(ts_.ExpectName());
     if (ts_.IsOp("(")) filter->args = ParseCallArgs();
     filter->children.push_back(std::move(node));
     node = std::move(filter);

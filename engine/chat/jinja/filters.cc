@@ -206,7 +206,7 @@ Value Indent(Interpreter&, const Value& v, CallArgs& args) {
   lines.pop_back();
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (i > 0) out += "\n" + std::string(blank || !lines[i].empty() ? pad : "");
+    if (i > 0) out.append("\n").append(blank || !lines[i].empty() ? pad : "");
     out += lines[i];
   }
   return Value::String(first ? pad + out : out);

@@ -8,7 +8,7 @@ namespace {
 
 Value Range(Interpreter&, CallArgs& args) {
   const ValueList& p = args.positional;
-  if (p.empty() || p.size() > 3) Fail(ErrorKind::kType, "range expected at most 3 arguments, got " + std::to_string(p.size()));
+  if (p.empty() || p.size() > 3) Fail(ErrorKind::kType, std::string("range expected at most 3 arguments, got ").append(std::to_string(p.size())));
   for (const Value& v : p) {
     if (v.kind() != Kind::kInt && v.kind() != Kind::kBool) {
       Fail(ErrorKind::kType, "'" + v.TypeName() + "' object cannot be interpreted as an integer");

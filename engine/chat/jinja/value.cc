@@ -247,7 +247,7 @@ std::string FormatPyFloat(double value) {
   std::string out = negative ? "-" : "";
   if (exponent >= -4 && exponent < 16) {
     if (exponent < 0) {
-      out += "0." + std::string(-exponent - 1, '0') + digits;
+      out.append("0.").append(-exponent - 1, '0').append(digits);
     } else if (static_cast<int>(digits.size()) <= exponent + 1) {
       out += digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
     } else {

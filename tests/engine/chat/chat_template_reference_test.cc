@@ -57,7 +57,9 @@ class ChatTemplateReferenceTest : public ::testing::Test {
       ++checked;
       if (c.contains("expected")) {
         EXPECT_TRUE(out.ok()) << c["name"] << ": " << out.status() << "\nexpected:\n" << c["expected"].get<std::string>();
-        if (out.ok()) EXPECT_EQ(*out, c["expected"].get<std::string>()) << c["name"] << "\ncase: " << c.dump();
+        if (out.ok()) {
+          EXPECT_EQ(*out, c["expected"].get<std::string>()) << c["name"] << "\ncase: " << c.dump();
+        }
         continue;
       }
       ++*num_errors;
