@@ -84,6 +84,14 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
                  "unset take generation_config.json's values; ignore: 1.0 / 0 (off) / 1.0 / 1.0")
       ->check(CLI::IsMember({"auto", "ignore"}))
       ->capture_default_str();
+  app.add_option("--http-port", s.http_port,
+                 "port of the OpenAI-compatible HTTP API (/v1/chat/completions, ...); -1 = off, "
+                 "0 = any free port (logged); the default only warns when busy")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str()
+      ->each([&s](const std::string&) { s.http_port_required = true; });
+  app.add_option("--served-model-name", s.served_model_name,
+                 "model name the HTTP API answers to (default: the model directory's name)");
   app.add_option("--threads", s.num_threads, "cpu backend threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -103,6 +111,8 @@ std::string DefaultModelDir() { return gemma::DefaultModelDir(); }
 ParsedFlags ParseServeFlags(int argc, char** argv) {
   CLI::App app{"gemma-serve: gRPC inference server for Gemma 4"};
   ServeFlags flags;
+  flags.server.http_port = 8000;  // vLLM's
+  flags.server.http_port_required = false;
   AddFlags(app, flags);
   ops::OpsFlagValues ops_values;
   ops::AddOpsFlags(app, flags.server.ops, ops_values);

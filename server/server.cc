@@ -55,7 +55,30 @@ absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOpti
   }
   // The built-in health service starts out SERVING; say the truth at once.
   server->SetHealth(false);
+  if (absl::Status s = server->StartHttp(); !s.ok()) return s;
   return server;
+}
+
+absl::Status GemmaServer::StartHttp() {
+  if (options_.http_port < 0) return absl::OkStatus();
+  http::HttpFrontOptions http_options;
+  http_options.host = options_.host;
+  http_options.port = options_.http_port;
+  http_options.served_model_name = options_.served_model_name;
+  http_options.api_keys = options_.ops.api_keys;
+  http_options.tls = options_.ops.tls;
+  if (options_.ops.max_message_bytes > 0) {
+    http_options.session.max_body_bytes = options_.ops.max_message_bytes;
+  }
+  absl::StatusOr<std::unique_ptr<http::HttpFront>> front = http::HttpFront::Start(http_options);
+  if (front.ok()) {
+    http_ = *std::move(front);
+    return absl::OkStatus();
+  }
+  if (options_.http_port_required) return front.status();
+  spdlog::warn("OpenAI-compatible API off: {} (pass --http-port to choose another port)",
+               std::string(front.status().message()));
+  return absl::OkStatus();
 }
 
 GemmaServer::~GemmaServer() {
@@ -112,6 +135,7 @@ absl::Status GemmaServer::Load() {
   serving.sampling_defaults = SamplingDefaults();
   service_.Attach(ops_->WrapEngine(engine_.get()), tokenizer_.get(), DescribeModel(),
                   ops_->limits(), &ops_->auth(), serving);
+  if (http_ != nullptr) http_->Attach(&service_);
   SetHealth(true);
   return absl::OkStatus();
 }
@@ -205,6 +229,7 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
   const auto deadline = std::chrono::steady_clock::now() + grace;
   SetHealth(false);
   service_.StartDraining();
+  if (http_ != nullptr) http_->StartDraining();
   spdlog::info("draining: refusing new calls, waiting for {} stream(s)",
                service_.active_calls().size());
   if (!service_.active_calls().WaitUntilEmpty(deadline)) {
@@ -214,6 +239,8 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
   // Cancels what is left (their streams end with FINISH_REASON_CANCELLED).
   if (engine_ != nullptr) engine_->Shutdown(std::chrono::milliseconds(0));
   service_.active_calls().WaitUntilEmpty(std::chrono::steady_clock::now() + kFinalFlush);
+  // The engine has stopped: no event is posted to a connection any more.
+  if (http_ != nullptr) http_->Stop();
   // Ends health watches and anything still open.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();

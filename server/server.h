@@ -17,6 +17,7 @@
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/gemma_service.h"
+#include "server/http/http_front.h"
 #include "server/ops/operations.h"
 #include "server/ops/ops_options.h"
 
@@ -43,6 +44,11 @@ struct ServerOptions {
   std::string chat_template_path;     // empty: the model directory's template
   std::string generation_config = "auto";  // auto | ignore (sampling defaults)
   ops::OpsOptions ops;                // metrics, auth, TLS, limits (all off by default)
+  // OpenAI-compatible HTTP API (server/http): -1 off, 0 any free port. A
+  // port not required (the flag's default) only warns when busy.
+  int http_port = -1;
+  bool http_port_required = true;
+  std::string served_model_name;      // empty: the model directory's name
 };
 
 // The health service name of the API, besides "" (the whole server).
@@ -67,10 +73,13 @@ class GemmaServer {
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   // The /metrics port, -1 when off.
   int metrics_port() const { return ops_ != nullptr ? ops_->metrics_port() : -1; }
+  // The OpenAI-compatible API's port, -1 when off.
+  int http_port() const { return http_ != nullptr ? http_->port() : -1; }
 
  private:
   explicit GemmaServer(const ServerOptions& options) : options_(options) {}
   void SetHealth(bool serving);
+  absl::Status StartHttp();  // the OpenAI-compatible front, when asked
   v1::ModelInfo DescribeModel() const;
   absl::Status LoadChatTemplate();
   GenerationDefaults SamplingDefaults() const;
@@ -86,6 +95,7 @@ class GemmaServer {
   std::string chat_template_origin_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http::HttpFront> http_;  // null when off
   bool drained_ = false;
 };
 

@@ -1,0 +1,170 @@
+#include "server/http/generation_call.h"
+
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "server/http/api_error.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma::server::http {
+
+using Json = nlohmann::json;
+
+GenerationCall::GenerationCall(const SubmitPath& path, ResponseHeader header,
+                               OpenAiRequest request, std::shared_ptr<HttpExchange> exchange)
+    : path_(path),
+      header_(std::move(header)),
+      request_(std::move(request)),
+      exchange_(std::move(exchange)) {}
+
+void GenerationCall::Start(const SubmitPath& path, ResponseHeader header, OpenAiRequest request,
+                           std::shared_ptr<HttpExchange> exchange) {
+  std::shared_ptr<GenerationCall> call(
+      new GenerationCall(path, std::move(header), std::move(request), std::move(exchange)));
+  const OpenAiRequest& r = call->request_;
+  std::vector<GenerationRequest> built;
+  for (size_t p = 0; p < r.prompts.size(); ++p) {
+    for (int j = 0; j < r.n; ++j) {
+      const int index = static_cast<int>(p) * r.n + j;
+      std::string id = absl::StrCat(call->header_.id, "-", index);
+      absl::StatusOr<GenerationRequest> one = PrepareGeneration(path, r.prompts[p], id);
+      if (!one.ok()) {
+        for (const GenerationRequest& done : built) path.calls->Remove(done.request_id);
+        const ApiError error = FromStatus(one.status());
+        spdlog::info("request {} rejected: {}", call->header_.id, error.message);
+        call->exchange_->Respond(error.http_status, "application/json", error.Body());
+        return;
+      }
+      built.push_back(*std::move(one));
+      call->slots_.push_back(Slot{std::move(id), static_cast<int>(p)});
+      call->choices_.emplace_back(&call->header_, index, r.echo ? r.prompt_texts[p] : "");
+    }
+  }
+  std::weak_ptr<GenerationCall> weak = call;
+  call->exchange_->OnClientGone([weak] {
+    if (std::shared_ptr<GenerationCall> self = weak.lock()) self->OnClientGone();
+  });
+  call->Submit(std::move(built));
+}
+
+void GenerationCall::Submit(std::vector<GenerationRequest> requests) {
+  boost::asio::any_io_executor strand = exchange_->executor();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::shared_ptr<GenerationCall> self = shared_from_this();
+    const int index = static_cast<int>(i);
+    absl::Status submitted = path_.engine->Submit(
+        std::move(requests[i]), [self, index, strand](GenerationEvent&& event) {
+          boost::asio::post(strand, [self, index, event = std::move(event)]() mutable {
+            self->OnEvent(index, std::move(event));
+          });
+        });
+    if (submitted.ok()) {
+      slots_[i].submitted = true;
+      continue;
+    }
+    // The rest never reach the engine.
+    for (size_t k = i; k < slots_.size(); ++k) {
+      slots_[k].done = true;
+      path_.calls->Remove(slots_[k].engine_id);
+    }
+    Fail(submitted);
+    return;
+  }
+  if (request_.stream) {
+    exchange_->StartEvents();
+    stream_started_ = true;
+  }
+}
+
+void GenerationCall::OnEvent(int index, GenerationEvent event) {
+  Slot& slot = slots_[index];
+  if (event.finished) {
+    slot.done = true;
+    path_.calls->Remove(slot.engine_id);
+  }
+  if (replied_) return;
+  if (event.finished && !event.error.ok()) {
+    Fail(event.error);
+    return;
+  }
+  if (request_.stream) {
+    std::string chunk = choices_[index].Chunk(event, request_.include_usage);
+    if (!chunk.empty()) exchange_->SendEvent(std::move(chunk));
+  } else {
+    choices_[index].Add(event);
+  }
+  MaybeFinish();
+}
+
+void GenerationCall::OnClientGone() {
+  if (replied_) return;
+  replied_ = true;
+  spdlog::info("request {} cancelled: the client went away", header_.id);
+  CancelAll();
+}
+
+void GenerationCall::CancelAll() {
+  for (const Slot& slot : slots_) {
+    if (slot.submitted && !slot.done) path_.engine->Cancel(slot.engine_id);
+  }
+}
+
+void GenerationCall::Fail(const absl::Status& status) {
+  if (replied_) return;
+  replied_ = true;
+  CancelAll();
+  const ApiError error = FromStatus(status);
+  spdlog::info("request {} failed: {}", header_.id, error.message);
+  if (!stream_started_) {
+    exchange_->Respond(error.http_status, "application/json", error.Body());
+    return;
+  }
+  exchange_->SendEvent("data: " + error.Body() + "\n\ndata: [DONE]\n\n");
+  exchange_->EndEvents();
+}
+
+Json GenerationCall::TotalUsage() const {
+  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Usage& u = choices_[i].usage();
+    completion_tokens += u.completion_tokens;
+    // The prompt counts once per prompt, whatever n is (as vLLM counts).
+    if (i % request_.n == 0) {
+      prompt_tokens += u.prompt_tokens;
+      cached_tokens += u.cached_tokens;
+    }
+  }
+  return UsageJson(prompt_tokens, completion_tokens, cached_tokens);
+}
+
+void GenerationCall::MaybeFinish() {
+  for (const Slot& slot : slots_) {
+    if (!slot.done) return;
+  }
+  replied_ = true;
+  if (request_.stream) {
+    std::string tail;
+    if (request_.include_usage) {
+      Json chunk = ChunkEnvelope(header_);
+      chunk["choices"] = Json::array();
+      chunk["usage"] = TotalUsage();
+      tail = SseData(chunk);
+    }
+    exchange_->SendEvent(tail + "data: [DONE]\n\n");
+    exchange_->EndEvents();
+    return;
+  }
+  const bool chat = header_.endpoint == Endpoint::kChat;
+  Json body = {{"id", header_.id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", header_.created},
+               {"model", header_.model},
+               {"choices", Json::array()}};
+  for (const Choice& choice : choices_) body["choices"].push_back(choice.ToJson());
+  body["usage"] = TotalUsage();
+  exchange_->Respond(200, "application/json", DumpJson(body));
+}
+
+}  // namespace gemma::server::http
