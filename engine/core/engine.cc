@@ -60,6 +60,7 @@ class EngineImpl final : public Engine {
   void Loop();
   void DrainInbox();
   void ApplyCancels(bool cancel_everything);
+  void FinishFailed(std::vector<FailedSequence> failed);
   void RunStep();
   void CommitToken(Sequence& seq, SampleResult sample);
   void Finish(Sequence& seq, FinishReason reason, GenerationEvent event);
@@ -96,27 +97,12 @@ class EngineImpl final : public Engine {
 absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_event) {
   if (absl::Status s = ValidateRequest(request, backend_->config().vocab_size, backend_->max_context()); !s.ok())
     return s;
-  // A sequence the whole KV pool cannot hold would never finish. Sliding
-  // blocks leave the window as it goes on: it holds at most a window plus one
-  // step's chunk of them.
-  const KvCacheSpec kv = backend_->kv_cache_spec();
-  if (kv.block_size > 0) {
-    const ModelConfig& mc = backend_->config();
-    bool any_global = false, any_sliding = false;
-    for (const LayerSpec& l : mc.layers) (l.is_global() ? any_global : any_sliding) = true;
-    const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.stopping.max_tokens;
-    const int64_t blocks = (tokens + kv.block_size - 1) / kv.block_size;
-    if (any_global && blocks > kv.num_global_blocks)
-      return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens = ", tokens, " tokens need ", blocks,
-                                                     " KV blocks; the pool has ", kv.num_global_blocks));
-    const int64_t window_blocks =
-        (int64_t{mc.sliding_window} - 1 + options_.max_tokens_per_step + kv.block_size - 1) / kv.block_size + 1;
-    const int64_t sliding = std::min(blocks, window_blocks);
-    if (any_sliding && sliding > kv.num_sliding_blocks)
-      return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens = ", tokens, " tokens need ", sliding,
-                                                     " sliding-window KV blocks; the sliding pool has ",
-                                                     kv.num_sliding_blocks));
-  }
+  // A sequence the whole KV pool cannot hold would never finish: refused
+  // now, like one beyond the context (vLLM answers both with a 400).
+  const int64_t num_tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.stopping.max_tokens;
+  if (absl::Status s = scheduler_.CheckCapacity(num_tokens); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("prompt tokens (", request.prompt_ids.size(), ") + max_tokens (",
+                                                   request.stopping.max_tokens, "): ", s.message()));
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return absl::UnavailableError("the engine is shutting down");
   if (num_waiting_shared_ >= options_.max_queue)
@@ -162,7 +148,7 @@ void EngineImpl::Loop() {
     }
     DrainInbox();
     ApplyCancels(past_deadline);
-    scheduler_.Admit();
+    FinishFailed(scheduler_.Admit());
     PublishStats();  // admitted requests stop counting against the queue at once
     if (scheduler_.has_running()) {
       RunStep();
@@ -191,14 +177,25 @@ void EngineImpl::ApplyCancels(bool cancel_everything) {
   for (Sequence* seq : scheduler_.Cancelled(cancel_everything)) Finish(*seq, FinishReason::kCancelled, {});
 }
 
+// Sequences the KV cache can never hold end with their error, not a wait.
+void EngineImpl::FinishFailed(std::vector<FailedSequence> failed) {
+  for (FailedSequence& f : failed) {
+    spdlog::error("{}", f.status.ToString());
+    GenerationEvent ev;
+    ev.error = std::move(f.status);
+    Finish(*f.seq, FinishReason::kError, std::move(ev));
+  }
+}
+
 // One iteration: schedule, forward, then per sequence commit the KV and, when
 // its chunk reached the end of its tokens, sample and emit.
 void EngineImpl::RunStep() {
   StepPlan plan = scheduler_.Schedule();
+  FinishFailed(std::move(plan.failed));
   last_batch_size_ = static_cast<int>(plan.chunks.size());
   if (plan.chunks.empty()) {
-    // Everyone waits for blocks an older sequence holds; it can always go on,
-    // so this is brief. Don't spin the core meanwhile.
+    // Everyone waits for blocks an older sequence holds; it can always go on
+    // (or fails), so this is brief. Don't spin the core meanwhile.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace gemma {
 namespace {
 
@@ -11,6 +13,8 @@ class SlotAllocator final : public KvAllocator {
   explicit SlotAllocator(Backend* backend) : backend_(backend) {
     for (int s = backend->max_slots() - 1; s >= 0; --s) free_.push_back(s);
   }
+  // Every slot holds max_context positions, which request validation checks.
+  absl::Status CheckCapacity(int64_t) const override { return absl::OkStatus(); }
   bool Admit(Sequence& seq) override {
     if (free_.empty()) return false;
     seq.slot = free_.back();
@@ -41,15 +45,32 @@ class SlotAllocator final : public KvAllocator {
 // the KV lives in blocks of the manager's pools.
 class PagedAllocator final : public KvAllocator {
  public:
-  PagedAllocator(Backend* backend, const KvBlockConfig& config) : manager_(config) {
+  PagedAllocator(Backend* backend, const KvBlockConfig& config, int max_chunk_tokens)
+      : manager_(config), max_chunk_tokens_(max_chunk_tokens) {
     for (int s = backend->max_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+  }
+  absl::Status CheckCapacity(int64_t num_tokens) const override {
+    const KvBlockConfig& c = manager_.config();
+    const KvBlockNeed need = manager_.PeakNeed(num_tokens, max_chunk_tokens_);
+    if (need.global > c.num_global_blocks)
+      return absl::InvalidArgumentError(absl::StrCat(
+          num_tokens, " tokens need ", need.global, " KV blocks; the pool has ", c.num_global_blocks, " (",
+          int64_t{c.num_global_blocks} * c.block_size, " tokens in blocks of ", c.block_size, ")"));
+    if (need.sliding > c.num_sliding_blocks)
+      return absl::InvalidArgumentError(absl::StrCat(
+          num_tokens, " tokens need ", need.sliding, " sliding-window KV blocks (window ", c.sliding_window,
+          " + one step of ", max_chunk_tokens_, " tokens, in blocks of ", c.block_size, "); the sliding pool has ",
+          c.num_sliding_blocks));
+    return absl::OkStatus();
   }
   bool Admit(Sequence& seq) override {
     if (free_slots_.empty()) return false;
     const int cached = manager_.AcquirePrefix(seq.tokens, &seq.blocks);
     // Admit only when the rest of the known tokens fits, so a new sequence
-    // does not immediately force a preemption.
-    if (!manager_.CanReserve(seq.blocks, static_cast<int>(seq.tokens.size()) + 1)) {
+    // does not immediately force a preemption. Sliding blocks count up to
+    // the sequence's peak only: a prompt longer than the sliding pool must
+    // still get in.
+    if (!manager_.CanAdmit(seq.blocks, static_cast<int>(seq.tokens.size()) + 1, max_chunk_tokens_)) {
       manager_.Release(&seq.blocks);
       return false;
     }
@@ -76,12 +97,13 @@ class PagedAllocator final : public KvAllocator {
 
  private:
   KvBlockManager manager_;
+  const int max_chunk_tokens_;
   std::vector<int> free_slots_;
 };
 
 }  // namespace
 
-std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend) {
+std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tokens) {
   const KvCacheSpec spec = backend->kv_cache_spec();
   if (spec.block_size <= 0) return std::make_unique<SlotAllocator>(backend);
   const ModelConfig& config = backend->config();
@@ -92,7 +114,7 @@ std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend) {
   kv.sliding_window = any_sliding ? config.sliding_window : 0;
   kv.num_global_blocks = any_global ? spec.num_global_blocks : 0;
   kv.num_sliding_blocks = any_sliding ? spec.num_sliding_blocks : 0;
-  return std::make_unique<PagedAllocator>(backend, kv);
+  return std::make_unique<PagedAllocator>(backend, kv, max_chunk_tokens);
 }
 
 }  // namespace gemma

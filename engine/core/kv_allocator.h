@@ -2,11 +2,14 @@
 // backend, or paged blocks from a KvBlockManager (with prefix caching). The
 // scheduler talks to this interface only.
 //
-// Thread-safety: scheduler thread only.
+// Thread-safety: scheduler thread only, except CheckCapacity (any thread: it
+// reads only configuration fixed at construction).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "engine/core/backend.h"
 #include "engine/core/sequence.h"
 #include "engine/kv/kv_block_manager.h"
@@ -23,8 +26,13 @@ struct KvUsage {
 class KvAllocator {
  public:
   virtual ~KvAllocator() = default;
+  // OK when the whole pool can hold a sequence of `num_tokens` tokens (as
+  // Reserve counts blocks); otherwise INVALID_ARGUMENT naming the need and
+  // the pool: such a sequence could never finish.
+  virtual absl::Status CheckCapacity(int64_t num_tokens) const = 0;
   // Gives the sequence a slot and whatever cached prefix it can reuse
-  // (sets seq.slot and seq.num_computed). False: not now, nothing changed.
+  // (sets seq.slot and seq.num_computed) when the KV for its known tokens is
+  // available now. False: not now, nothing changed.
   virtual bool Admit(Sequence& seq) = 0;
   // Backs positions [0, new_length). False: not now, nothing changed.
   virtual bool Reserve(Sequence& seq, int new_length) = 0;
@@ -37,6 +45,7 @@ class KvAllocator {
   virtual KvUsage Usage() const = 0;
 };
 
-std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend);
+// `max_chunk_tokens`: the most tokens one sequence computes in a step.
+std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tokens);
 
 }  // namespace gemma

@@ -1,14 +1,22 @@
 // Iteration-level scheduling: which sequences run in the next forward, with
 // how many tokens each, and the KV they need.
 //
-// Policy: admission in priority order, FCFS among equals (nobody overtakes
-// the head of the queue); every decoding sequence gets its token first, then
+// Policy: the queue is ordered by priority, then arrival; admission takes
+// its head only (nobody overtakes it, so a long request that waits for blocks
+// gets them as running sequences finish, and short newcomers wait behind it).
+// A request is admitted when a slot is free and the KV of its known tokens
+// is available now (global blocks for all of them, sliding blocks for its
+// window plus one chunk). Every decoding sequence gets its token first, then
 // prefilling (or recomputing) sequences share the remaining token budget in
 // admission order — chunked prefill mixed with decodes. When KV blocks run
 // out, the newest running sequences are preempted (their KV dropped, to be
-// recomputed later) so that older ones go on: the oldest can always proceed.
+// recomputed later) and go back to the queue by (priority, arrival), ahead
+// of everything that arrived after them; a sequence never preempts itself
+// or an older one, so the oldest can always proceed. CheckCapacity (at
+// submit) keeps out requests the whole pool cannot hold; should one get in
+// anyway, it fails with an error rather than waiting forever.
 //
-// Thread-safety: scheduler thread only.
+// Thread-safety: scheduler thread only, except CheckCapacity (any thread).
 #pragma once
 
 #include <cstdint>
@@ -17,26 +25,40 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/core/backend.h"
 #include "engine/core/kv_allocator.h"
 #include "engine/core/sequence.h"
 
 namespace gemma {
 
+// A sequence that can never get its KV: to be finished with `status`.
+struct FailedSequence {
+  Sequence* seq = nullptr;
+  absl::Status status;
+};
+
 struct StepPlan {
   std::vector<SequenceChunk> chunks;
   std::vector<Sequence*> owners;  // owners[i] runs chunks[i]
+  std::vector<FailedSequence> failed;
 };
 
 class Scheduler {
  public:
   Scheduler(Backend* backend, int max_tokens_per_step);
 
+  // OK when the KV pool can ever hold a sequence of `num_tokens` tokens
+  // (prompt + max_tokens); else INVALID_ARGUMENT naming need and pool.
+  absl::Status CheckCapacity(int64_t num_tokens) const { return kv_->CheckCapacity(num_tokens); }
   void Enqueue(std::unique_ptr<Sequence> seq);
   void MarkCancelled(const std::string& request_id);
   // Sequences (waiting or running) to finish as cancelled.
   std::vector<Sequence*> Cancelled(bool everything) const;
-  void Admit();
+  // Admits from the head of the queue while slots and blocks allow. Returns
+  // the head when nothing runs and it still cannot get in: nothing would
+  // ever free blocks for it.
+  std::vector<FailedSequence> Admit();
   StepPlan Schedule();
   // The plan's forward wrote `n` more tokens of the sequence.
   void Computed(Sequence& seq, int n);
@@ -51,8 +73,9 @@ class Scheduler {
   KvUsage kv_usage() const { return kv_->Usage(); }
 
  private:
-  bool ReserveOrPreempt(Sequence& seq, int new_length);
+  bool ReserveOrPreempt(Sequence& seq, int new_length, StepPlan* plan);
   void Preempt(Sequence& seq);
+  void InsertWaiting(std::unique_ptr<Sequence> seq);
   void Add(Sequence& seq, int n, StepPlan* plan);
 
   const int max_tokens_per_step_;

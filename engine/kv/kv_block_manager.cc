@@ -60,14 +60,35 @@ int KvBlockManager::AcquirePrefix(std::span<const int32_t> tokens, BlockTable* t
   return k * B;
 }
 
+KvBlockNeed KvBlockManager::PeakNeed(int64_t length, int max_chunk_tokens) const {
+  KvBlockNeed need;
+  if (has_global()) need.global = NumBlocks(length);
+  if (has_sliding()) {
+    // A chunk of n tokens starting at p reads from p - window + 1: blocks
+    // floor((p - W + 1) / B) .. floor((p + n - 1) / B), at most
+    // ceil((W - 1 + n) / B) + 1 of them.
+    const int64_t chunk = std::min<int64_t>(std::max(1, max_chunk_tokens), length);
+    need.sliding = std::min(NumBlocks(length), NumBlocks(config_.sliding_window - 1 + chunk) + 1);
+  }
+  return need;
+}
+
 bool KvBlockManager::CanReserve(const BlockTable& table, int new_length) const {
-  const int need = std::max(0, NumBlocks(new_length) - static_cast<int>(table.global.size()));
+  const int64_t need = std::max<int64_t>(0, NumBlocks(new_length) - static_cast<int64_t>(table.global.size()));
   return (!has_global() || global_.num_available() >= need) && (!has_sliding() || sliding_.num_available() >= need);
+}
+
+bool KvBlockManager::CanAdmit(const BlockTable& table, int length, int max_chunk_tokens) const {
+  const int64_t new_blocks = std::max<int64_t>(0, NumBlocks(length) - static_cast<int64_t>(table.global.size()));
+  const int64_t held_sliding = std::count_if(table.sliding.begin(), table.sliding.end(), [](int32_t b) { return b >= 0; });
+  const int64_t sliding = std::min(new_blocks, PeakNeed(length, max_chunk_tokens).sliding - held_sliding);
+  return (!has_global() || global_.num_available() >= new_blocks) &&
+         (!has_sliding() || sliding_.num_available() >= sliding);
 }
 
 bool KvBlockManager::Reserve(BlockTable* table, int new_length) {
   if (!CanReserve(*table, new_length)) return false;
-  while (static_cast<int>(table->global.size()) < NumBlocks(new_length)) {
+  while (static_cast<int64_t>(table->global.size()) < NumBlocks(new_length)) {
     table->global.push_back(has_global() ? global_.Allocate() : -1);
     table->sliding.push_back(has_sliding() ? sliding_.Allocate() : -1);
   }
