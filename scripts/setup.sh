@@ -23,7 +23,9 @@ packages=(
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-grpc-tools python3-protobuf python3-prometheus-client
   clang libclang-rt-14-dev openssl
+  zlib1g-dev  # tokenizer tests and gemma-tokenizer-bench read gzipped tokenizer.json
   python3-jinja2  # chat-template tests render their reference with Debian's /usr/bin/python3
+  libboost-dev nodejs npm  # the OpenAI-compatible front (Boost.Beast); its openai-SDK test
 )
 
 if [ "$install" = 1 ] && command -v apt-get >/dev/null; then
@@ -48,4 +50,8 @@ fi
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 cmake --preset release >/dev/null
 cmake --build build -j "$jobs"
+# The official openai SDK for tests/server/http/openai_sdk_test.cjs (not committed).
+if command -v npm >/dev/null && [ ! -d build/npm/node_modules/openai ]; then
+  npm install --silent --prefix build/npm openai || echo "setup: npm install openai failed; the SDK test is skipped"
+fi
 echo "setup: built into build/ (binaries in build/bin)"

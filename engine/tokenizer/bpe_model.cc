@@ -1,7 +1,6 @@
 #include "engine/tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "absl/strings/str_cat.h"
 
@@ -48,6 +47,13 @@ struct Candidate {
 };
 
 }  // namespace
+
+struct BpeModel::Scratch {
+  std::vector<int32_t> symbol_ids;
+  std::vector<uint32_t> symbol_bytes;
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+};
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(BpeSpec spec,
                                                            std::string_view context) {
@@ -163,25 +169,29 @@ void BpeModel::TokenizeWord(std::string_view word, std::vector<int32_t>& ids) co
       return;
     }
   }
+  Scratch scratch;
   if (!cuts_enabled_) {
-    TokenizeChunk(word, ids);
+    TokenizeChunk(word, scratch, ids);
     return;
   }
   size_t begin = 0;
   for (size_t pos = word.find(kSpaceSymbol, 1); pos != std::string_view::npos;
        pos = word.find(kSpaceSymbol, pos + kSpaceSymbol.size())) {
     if (!CanCutBefore(word, pos)) continue;
-    TokenizeChunk(word.substr(begin, pos - begin), ids);
+    TokenizeChunk(word.substr(begin, pos - begin), scratch, ids);
     begin = pos;
   }
-  TokenizeChunk(word.substr(begin), ids);
+  TokenizeChunk(word.substr(begin), scratch, ids);
 }
 
 // The initial symbols, exactly as `tokenizers`' BPE::merge_word makes them,
 // including its order quirk: byte-fallback symbols are added before a pending
 // unknown symbol is flushed.
-void BpeModel::AddCharSymbols(std::string_view chunk, std::vector<int32_t>& symbol_ids,
-                              std::vector<uint32_t>& symbol_bytes) const {
+void BpeModel::AddCharSymbols(std::string_view chunk, Scratch& scratch) const {
+  std::vector<int32_t>& symbol_ids = scratch.symbol_ids;
+  std::vector<uint32_t>& symbol_bytes = scratch.symbol_bytes;
+  symbol_ids.clear();
+  symbol_bytes.clear();
   bool has_unk = false;
   uint32_t unk_bytes = 0;
   for (size_t pos = 0; pos < chunk.size();) {
@@ -209,32 +219,36 @@ void BpeModel::AddCharSymbols(std::string_view chunk, std::vector<int32_t>& symb
   if (has_unk) symbol_ids.push_back(unk_id_), symbol_bytes.push_back(unk_bytes);
 }
 
-void BpeModel::TokenizeChunk(std::string_view chunk, std::vector<int32_t>& ids) const {
-  std::vector<int32_t> symbol_ids;
-  std::vector<uint32_t> symbol_bytes;
-  symbol_ids.reserve(chunk.size());
-  symbol_bytes.reserve(chunk.size());
-  AddCharSymbols(chunk, symbol_ids, symbol_bytes);
+void BpeModel::TokenizeChunk(std::string_view chunk, Scratch& scratch,
+                             std::vector<int32_t>& ids) const {
+  AddCharSymbols(chunk, scratch);
+  const std::vector<int32_t>& symbol_ids = scratch.symbol_ids;
   const int32_t count = static_cast<int32_t>(symbol_ids.size());
   if (count <= 1) {
     ids.insert(ids.end(), symbol_ids.begin(), symbol_ids.end());
     return;
   }
-  std::vector<Symbol> symbols(count);
-  std::vector<Candidate> heap;
-  heap.reserve(count);
+  std::vector<Symbol>& symbols = scratch.symbols;
+  symbols.resize(count);
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
   for (int32_t i = 0; i < count; ++i) {
-    symbols[i] = Symbol{symbol_ids[i], i - 1, i + 1 < count ? i + 1 : -1, symbol_bytes[i]};
+    symbols[i] = Symbol{symbol_ids[i], i - 1, i + 1 < count ? i + 1 : -1, scratch.symbol_bytes[i]};
     if (i + 1 < count) {
       if (const Merge* merge = FindMerge(symbol_ids[i], symbol_ids[i + 1])) {
         heap.push_back(Candidate{merge->rank, i, merge->new_id});
       }
     }
   }
-  std::priority_queue<Candidate> queue(std::less<Candidate>(), std::move(heap));
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+  std::make_heap(heap.begin(), heap.end());
+  auto push = [&heap](Candidate candidate) {
+    heap.push_back(candidate);
+    std::push_heap(heap.begin(), heap.end());
+  };
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const Candidate top = heap.back();
+    heap.pop_back();
     Symbol& current = symbols[top.pos];
     if (current.len == 0 || current.next < 0) continue;
     const int32_t next_pos = current.next;
@@ -249,12 +263,12 @@ void BpeModel::TokenizeChunk(std::string_view chunk, std::vector<int32_t>& ids) 
     if (current.next >= 0) symbols[current.next].prev = top.pos;
     if (current.prev >= 0) {
       if (const Merge* merge = FindMerge(symbols[current.prev].id, current.id)) {
-        queue.push(Candidate{merge->rank, current.prev, merge->new_id});
+        push(Candidate{merge->rank, current.prev, merge->new_id});
       }
     }
     if (current.next >= 0) {
       if (const Merge* merge = FindMerge(current.id, symbols[current.next].id)) {
-        queue.push(Candidate{merge->rank, top.pos, merge->new_id});
+        push(Candidate{merge->rank, top.pos, merge->new_id});
       }
     }
   }

@@ -64,9 +64,10 @@ class BpeModel {
   BpeModel() = default;
   absl::Status BuildMerges(const BpeSpec& spec, std::string_view context);
   void FindCutRule(const BpeSpec& spec);
-  void TokenizeChunk(std::string_view chunk, std::vector<int32_t>& ids) const;
-  void AddCharSymbols(std::string_view chunk, std::vector<int32_t>& symbol_ids,
-                      std::vector<uint32_t>& symbol_bytes) const;
+  // Buffers reused across the chunks of one word.
+  struct Scratch;
+  void TokenizeChunk(std::string_view chunk, Scratch& scratch, std::vector<int32_t>& ids) const;
+  void AddCharSymbols(std::string_view chunk, Scratch& scratch) const;
   const Merge* FindMerge(int32_t left, int32_t right) const;
   bool CanCutBefore(std::string_view word, size_t pos) const;
 

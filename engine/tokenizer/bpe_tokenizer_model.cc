@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -13,11 +12,14 @@ namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return text.str();
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (!in || error) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return absl::DataLossError(absl::StrCat("cannot read ", path));
+  }
+  return text;
 }
 
 // Ids above this are refused: the tables by id are sized by the largest id.

@@ -48,7 +48,6 @@ class DocumentBuilder : public nlohmann::json_sax<Json> {
     bool is_array = false;
     std::string key;     // objects: the current key
     size_t index = 0;    // arrays: the next element's index
-    std::vector<std::string> parts;  // kMergePair: the strings so far
   };
 
   static Frame NewFrame(Kind kind, Json* value, bool is_array) {
@@ -79,6 +78,8 @@ class DocumentBuilder : public nlohmann::json_sax<Json> {
   std::string error_;
   size_t text_size_ = 0;
   int merges_form_ = 0;  // 0 unknown, 1 strings, 2 pairs
+  std::string pair_parts_[2];  // the strings of the ["a", "b"] merge being read
+  int num_pair_parts_ = 0;
 };
 
 std::string DocumentBuilder::Path() const {
@@ -126,8 +127,8 @@ bool DocumentBuilder::string(string_t& value) {
   if (frames_.empty() || frames_.back().kind == Kind::kTree) return Value(Json(std::move(value)));
   Frame& top = frames_.back();
   if (top.kind == Kind::kMergePair) {
-    if (top.parts.size() == 2) return Fail("expected a string or a pair of strings");
-    top.parts.push_back(std::move(value));
+    if (num_pair_parts_ == 2) return Fail("expected a string or a pair of strings");
+    pair_parts_[num_pair_parts_++] = std::move(value);
     return true;
   }
   if (top.kind == Kind::kVocab) return Fail("expected a non-negative integer id");
@@ -179,6 +180,7 @@ bool DocumentBuilder::start_array(std::size_t) {
     return Push(NewFrame(Kind::kMerges, nullptr, true));
   }
   if (!frames_.empty() && frames_.back().kind == Kind::kMerges) {
+    num_pair_parts_ = 0;
     return Push(NewFrame(Kind::kMergePair, nullptr, true));
   }
   if (!frames_.empty() && frames_.back().kind != Kind::kTree) {
@@ -190,10 +192,9 @@ bool DocumentBuilder::start_array(std::size_t) {
 
 bool DocumentBuilder::end_array() {
   if (frames_.back().kind != Kind::kMergePair) return Pop();
-  std::vector<std::string> parts = std::move(frames_.back().parts);
   frames_.pop_back();
-  if (parts.size() != 2) return Fail("expected a string or a pair of strings");
-  return AddMerge(std::move(parts[0]), std::move(parts[1]), true);
+  if (num_pair_parts_ != 2) return Fail("expected a string or a pair of strings");
+  return AddMerge(std::move(pair_parts_[0]), std::move(pair_parts_[1]), true);
 }
 
 bool DocumentBuilder::Pop() {
