@@ -25,7 +25,7 @@ packages=(
   clang libclang-rt-14-dev openssl
   zlib1g-dev  # tokenizer tests and gemma-tokenizer-bench read gzipped tokenizer.json
   python3-jinja2  # chat-template tests render their reference with Debian's /usr/bin/python3
-  libboost-dev nodejs npm  # the OpenAI-compatible front (Boost.Beast); its openai-SDK test
+  libboost-dev  # the OpenAI-compatible front (Boost.Beast/Asio)
 )
 
 if [ "$install" = 1 ] && command -v apt-get >/dev/null; then
