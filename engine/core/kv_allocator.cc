@@ -92,7 +92,8 @@ class PagedAllocator final : public KvAllocator {
   }
   KvUsage Usage() const override {
     const KvBlockConfig& c = manager_.config();
-    return {c.num_global_blocks, manager_.num_free_global(), c.block_size, manager_.prefix_stats()};
+    return {c.num_global_blocks, manager_.num_free_global(), c.block_size, manager_.prefix_stats(),
+            c.num_sliding_blocks, manager_.num_free_sliding()};
   }
 
  private:

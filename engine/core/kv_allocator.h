@@ -21,6 +21,8 @@ struct KvUsage {
   int free_blocks = 0;
   int block_size = 0;     // 0 in slot mode
   PrefixCacheStats prefix;
+  int sliding_total_blocks = 0;  // paged mode with sliding layers
+  int sliding_free_blocks = 0;
 };
 
 class KvAllocator {

@@ -11,7 +11,8 @@ namespace {
 absl::Status NoRoom(const Sequence& seq, int length, const KvUsage& kv) {
   return absl::ResourceExhaustedError(absl::StrCat(
       "request ", seq.request.request_id, ": the KV cache cannot hold ", length, " tokens even with no other ",
-      "sequence running (", kv.free_blocks, " of ", kv.total_blocks, " blocks free)"));
+      "sequence running (", kv.free_blocks, " of ", kv.total_blocks, " blocks free; sliding pool ",
+      kv.sliding_free_blocks, " of ", kv.sliding_total_blocks, ")"));
 }
 
 }  // namespace
