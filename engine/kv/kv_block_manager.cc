@@ -80,7 +80,8 @@ bool KvBlockManager::CanReserve(const BlockTable& table, int new_length) const {
 
 bool KvBlockManager::CanAdmit(const BlockTable& table, int length, int max_chunk_tokens) const {
   const int64_t new_blocks = std::max<int64_t>(0, NumBlocks(length) - static_cast<int64_t>(table.global.size()));
-  const int64_t held_sliding = std::count_if(table.sliding.begin(), table.sliding.end(), [](int32_t b) { return b >= 0; });
+  const int64_t held_sliding =
+      std::count_if(table.sliding.begin(), table.sliding.end(), [](int32_t b) { return b >= 0; });
   const int64_t sliding = std::min(new_blocks, PeakNeed(length, max_chunk_tokens).sliding - held_sliding);
   return (!has_global() || global_.num_available() >= new_blocks) &&
          (!has_sliding() || sliding_.num_available() >= sliding);

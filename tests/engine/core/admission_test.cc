@@ -60,7 +60,8 @@ class AdmissionTest : public ::testing::Test {
   }
   // The request's tokens when it runs alone with all the KV it wants.
   std::vector<int32_t> Solo(const GenerationRequest& request) {
-    if (!solo_engine_) solo_engine_ = MakeEngine({.max_slots = 1, .max_context = 512, .max_tokens_per_step = 64}, tokenizer_.get());
+    if (!solo_engine_)
+      solo_engine_ = MakeEngine({.max_slots = 1, .max_context = 512, .max_tokens_per_step = 64}, tokenizer_.get());
     Collector c(solo_engine_.get());
     EXPECT_TRUE(c.Submit(request).ok());
     EXPECT_TRUE(c.WaitAll(120s));
