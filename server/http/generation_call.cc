@@ -29,7 +29,12 @@ void GenerationCall::Start(const SubmitPath& path, ResponseHeader header, OpenAi
     for (int j = 0; j < r.n; ++j) {
       const int index = static_cast<int>(p) * r.n + j;
       std::string id = absl::StrCat(call->header_.id, "-", index);
-      absl::StatusOr<GenerationRequest> one = PrepareGeneration(path, r.prompts[p], id);
+      // n samples of one seeded request differ, but repeat run to run.
+      v1::GenerateRequest proto = r.prompts[p];
+      if (j > 0 && proto.sampling().has_seed()) {
+        proto.mutable_sampling()->set_seed(proto.sampling().seed() + static_cast<uint64_t>(j));
+      }
+      absl::StatusOr<GenerationRequest> one = PrepareGeneration(path, proto, id);
       if (!one.ok()) {
         for (const GenerationRequest& done : built) path.calls->Remove(done.request_id);
         const ApiError error = FromStatus(one.status());

@@ -298,9 +298,15 @@ void ConnectReadClose(int port, bool stream) {
                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   asio::write(socket, asio::buffer(request));
   if (stream) {
-    char first[64];
+    // Until the first token's event: the request is running in the engine.
+    std::string seen;
+    char buffer[512];
     boost::system::error_code ec;
-    asio::read(socket, asio::buffer(first), ec);
+    while (seen.find("data: ") == std::string::npos && !ec) {
+      seen.append(buffer, socket.read_some(asio::buffer(buffer), ec));
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   socket.close();
 }
