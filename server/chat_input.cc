@@ -13,18 +13,18 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Invalid(std::string_view field, std::string_view what) {
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
 }
 
-absl::Status CheckUtf8(std::string_view text, std::string_view field) {
+absl::Status CheckUtf8(std::string_view text, absl::string_view field) {
   const size_t bad = utf8::FirstInvalidByte(text);
   if (bad == std::string_view::npos) return absl::OkStatus();
   return Invalid(field, absl::StrCat("is not valid UTF-8 (byte ", bad, ")"));
 }
 
 // Parses caller JSON; errors name the field and the parser's complaint.
-absl::StatusOr<Json> ParseJsonField(std::string_view text, std::string_view field) {
+absl::StatusOr<Json> ParseJsonField(std::string_view text, absl::string_view field) {
   if (absl::Status s = CheckUtf8(text, field); !s.ok()) return s;
   Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return Invalid(field, "is not valid JSON");
@@ -112,7 +112,7 @@ absl::StatusOr<Json> ConvertMessage(const v1::ChatMessage& message, const std::s
   return out;
 }
 
-absl::Status ConvertTools(const v1::Chat& chat, std::string_view field, ChatInput* out) {
+absl::Status ConvertTools(const v1::Chat& chat, absl::string_view field, ChatInput* out) {
   if (chat.tools().empty()) return absl::OkStatus();
   const std::string at = absl::StrCat(field, ".tools");
   absl::StatusOr<Json> tools = ParseJsonField(chat.tools(), at);
@@ -135,7 +135,7 @@ absl::Status ConvertTools(const v1::Chat& chat, std::string_view field, ChatInpu
   return absl::OkStatus();
 }
 
-absl::Status ConvertKwargs(const v1::Chat& chat, std::string_view field, ChatInput* out) {
+absl::Status ConvertKwargs(const v1::Chat& chat, absl::string_view field, ChatInput* out) {
   if (chat.template_kwargs().empty()) return absl::OkStatus();
   const std::string at = absl::StrCat(field, ".template_kwargs");
   absl::StatusOr<Json> kwargs = ParseJsonField(chat.template_kwargs(), at);

@@ -1,6 +1,8 @@
 #include "clients/cli/commands.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <memory>
 
@@ -46,9 +48,15 @@ void PrintFinish(const v1::Finish& finish) {
             << finish.timings().total_ms() << " ms]\n";
 }
 
-// Streams one completion to stdout; returns its text through `reply`.
+// What one streamed completion returned.
+struct Reply {
+  std::string text;
+  std::vector<v1::ToolCall> tool_calls;
+};
+
+// Streams one completion: text to stdout, reasoning and tool calls to stderr.
 int StreamCompletion(const CommonOptions& common, const GenerateOptions& options,
-                     const v1::GenerateRequest& request, std::string* reply) {
+                     const v1::GenerateRequest& request, Reply* reply) {
   auto stub = Connect(common);
   grpc::ClientContext context;
   SetDeadline(common, &context);
@@ -56,9 +64,23 @@ int StreamCompletion(const CommonOptions& common, const GenerateOptions& options
       stub->Generate(&context, request);
   v1::GenerateResponse response;
   std::vector<int32_t> ids;
+  bool in_reasoning = false;
   while (reader->Read(&response)) {
+    if (!response.reasoning().empty()) {
+      if (!in_reasoning) std::cerr << "[thinking] ";
+      in_reasoning = true;
+      std::cerr << response.reasoning() << std::flush;
+    }
+    if (!response.text().empty() && in_reasoning) {
+      std::cerr << "\n[/thinking]\n";
+      in_reasoning = false;
+    }
     std::cout << response.text() << std::flush;
-    reply->append(response.text());
+    reply->text.append(response.text());
+    for (const v1::ToolCall& call : response.tool_calls()) {
+      std::cerr << "\n[tool call " << call.id() << "] " << call.name() << " " << call.arguments() << "\n";
+      reply->tool_calls.push_back(call);
+    }
     ids.insert(ids.end(), response.token_ids().begin(), response.token_ids().end());
     if (response.has_finish() && options.verbose) PrintFinish(response.finish());
   }
@@ -72,6 +94,31 @@ int StreamCompletion(const CommonOptions& common, const GenerateOptions& options
   return 0;
 }
 
+bool ReadFile(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return static_cast<bool>(in);
+}
+
+// "/tool NAME JSON" -> a tool message answering the last call to NAME.
+bool AddToolResponse(const std::string& line, const Reply& last, v1::Chat* conversation) {
+  std::istringstream words(line.substr(6));
+  std::string name;
+  words >> name;
+  std::string content;
+  std::getline(words, content);
+  v1::ChatMessage* tool = conversation->add_messages();
+  tool->set_role("tool");
+  tool->set_name(name);
+  tool->set_content(content.empty() ? content : content.substr(1));
+  for (const v1::ToolCall& call : last.tool_calls) {
+    if (call.name() == name) tool->set_tool_call_id(call.id());
+  }
+  return !name.empty();
+}
+
 }  // namespace
 
 void ApplyGenerateOptions(const GenerateOptions& o, v1::GenerateRequest* request) {
@@ -81,7 +128,7 @@ void ApplyGenerateOptions(const GenerateOptions& o, v1::GenerateRequest* request
   else if (o.temperature) s->set_temperature(*o.temperature);
   if (o.top_p) s->set_top_p(*o.top_p);
   if (o.repetition_penalty) s->set_repetition_penalty(*o.repetition_penalty);
-  s->set_top_k(o.top_k);
+  if (o.top_k) s->set_top_k(*o.top_k);
   s->set_min_p(o.min_p);
   s->set_presence_penalty(o.presence_penalty);
   s->set_frequency_penalty(o.frequency_penalty);
@@ -104,35 +151,49 @@ int RunGenerate(const CommonOptions& common, const GenerateOptions& options,
   } else {
     request.set_text(prompt);
   }
-  std::string reply;
+  Reply reply;
   return StreamCompletion(common, options, request, &reply);
 }
 
 int RunChat(const CommonOptions& common, const GenerateOptions& options,
-            const std::string& system_prompt, std::istream& in) {
+            const ChatOptions& chat, std::istream& in) {
   v1::Chat conversation;
-  if (!system_prompt.empty()) {
+  if (!chat.tools_file.empty() && !ReadFile(chat.tools_file, conversation.mutable_tools())) {
+    std::cerr << "error: cannot read --tools " << chat.tools_file << "\n";
+    return 2;
+  }
+  if (chat.think) conversation.set_template_kwargs(R"({"enable_thinking": true})");
+  if (!chat.system_prompt.empty()) {
     v1::ChatMessage* system = conversation.add_messages();
     system->set_role("system");
-    system->set_content(system_prompt);
+    system->set_content(chat.system_prompt);
   }
   const bool interactive = &in == &std::cin;
   std::string line;
+  Reply last;
   while (true) {
     if (interactive) std::cerr << "> " << std::flush;
     if (!std::getline(in, line)) break;
     if (line.empty()) continue;
-    v1::ChatMessage* user = conversation.add_messages();
-    user->set_role("user");
-    user->set_content(line);
+    if (line.starts_with("/tool ")) {
+      if (!AddToolResponse(line, last, &conversation)) {
+        std::cerr << "usage: /tool NAME JSON\n";
+        continue;
+      }
+    } else {
+      v1::ChatMessage* user = conversation.add_messages();
+      user->set_role("user");
+      user->set_content(line);
+    }
     v1::GenerateRequest request;
     ApplyGenerateOptions(options, &request);
     *request.mutable_chat() = conversation;
-    std::string reply;
-    if (int code = StreamCompletion(common, options, request, &reply); code != 0) return code;
+    last = Reply();
+    if (int code = StreamCompletion(common, options, request, &last); code != 0) return code;
     v1::ChatMessage* model = conversation.add_messages();
-    model->set_role("model");
-    model->set_content(reply);
+    model->set_role("assistant");
+    model->set_content(last.text);
+    for (const v1::ToolCall& call : last.tool_calls) *model->add_tool_calls() = call;
   }
   return 0;
 }

@@ -22,7 +22,7 @@ struct CommonOptions {
 // The sampling and stopping flags shared by generate and chat.
 struct GenerateOptions {
   std::optional<float> temperature, top_p, repetition_penalty;
-  int top_k = 0;
+  std::optional<int> top_k;  // unset: the model's default
   float min_p = 0, presence_penalty = 0, frequency_penalty = 0;
   std::optional<uint64_t> seed;
   std::optional<int> max_tokens, logprobs;
@@ -41,9 +41,17 @@ void ApplyGenerateOptions(const GenerateOptions& options, v1::GenerateRequest* r
 
 int RunGenerate(const CommonOptions& common, const GenerateOptions& options,
                 const std::string& prompt, const std::vector<int32_t>& prompt_ids);
-// Reads user turns from `in` until EOF, keeping the conversation.
+struct ChatOptions {
+  std::string system_prompt;
+  bool think = false;       // enable_thinking: the model writes its thoughts first
+  std::string tools_file;   // JSON array of tool declarations (OpenAI's shape)
+};
+
+// Reads user turns from `in` until EOF, keeping the conversation. Reasoning
+// and tool calls go to stderr, apart from the answer. A line
+// "/tool NAME JSON" answers the model's last call to NAME with JSON.
 int RunChat(const CommonOptions& common, const GenerateOptions& options,
-            const std::string& system_prompt, std::istream& in);
+            const ChatOptions& chat, std::istream& in);
 int RunTokenize(const CommonOptions& common, const std::string& text, bool add_bos);
 int RunInfo(const CommonOptions& common);
 // GetServerStatus: the server's load figures.

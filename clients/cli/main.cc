@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", security.tls_key_file, "client private key (PEM)");
 
   GenerateOptions options;
-  std::string prompt, system_prompt, service;
+  std::string prompt, service;
+  gemma::cli::ChatOptions chat_options;
   std::vector<int32_t> prompt_ids;
   bool add_bos = false;
   CLI::App* generate = app.add_subcommand("generate", "stream a completion of a prompt");
@@ -59,7 +60,14 @@ int main(int argc, char** argv) {
   generate->add_option("--ids", prompt_ids, "prompt as token ids instead of text");
   AddGenerateFlags(generate, options);
   CLI::App* chat = app.add_subcommand("chat", "interactive chat: one user turn per stdin line");
-  chat->add_option("--system", system_prompt, "system prompt");
+  chat->add_option("--system", chat_options.system_prompt, "system prompt");
+  chat->add_flag("--think", chat_options.think,
+                 "enable_thinking: the model thinks first (printed to stderr as [thinking])");
+  chat->add_option("--tools", chat_options.tools_file,
+                   "JSON file: an array of tool declarations ({\"type\": \"function\", "
+                   "\"function\": {name, description, parameters}}); answer calls with "
+                   "\"/tool NAME JSON\"")
+      ->check(CLI::ExistingFile);
   AddGenerateFlags(chat, options);
   CLI::App* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   tokenize->add_option("text", prompt)->required();
@@ -83,7 +91,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (generate->parsed()) return gemma::cli::RunGenerate(common, options, prompt, prompt_ids);
-  if (chat->parsed()) return gemma::cli::RunChat(common, options, system_prompt, std::cin);
+  if (chat->parsed()) return gemma::cli::RunChat(common, options, chat_options, std::cin);
   if (tokenize->parsed()) return gemma::cli::RunTokenize(common, prompt, add_bos);
   if (info->parsed()) return gemma::cli::RunInfo(common);
   if (status->parsed()) return gemma::cli::RunStatus(common);

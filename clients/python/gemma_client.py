@@ -7,6 +7,7 @@ proto3 `optional`). Needs python3-grpcio and python3-protobuf.
 
   gemma_client.py --addr 127.0.0.1:50051 generate "The quick brown fox" --max-tokens 40 --greedy
   gemma_client.py --addr 127.0.0.1:50051 chat "Tell me a fortune"
+  gemma_client.py --addr 127.0.0.1:50051 chat "Weather in Paris?" --weather-tool --think
   gemma_client.py --addr 127.0.0.1:50051 info
   gemma_client.py --addr 127.0.0.1:50051 tokenize "hello"
 
@@ -14,6 +15,7 @@ Exit codes: 0 ok, 1 RPC error (message printed), 2 bad arguments.
 """
 import argparse
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -41,10 +43,29 @@ def load_stubs(proto_dir):
     return pb2, pb2_grpc
 
 
+# The example tool of `chat --weather-tool`: its declaration (OpenAI's shape,
+# which the chat template renders) and a local implementation.
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_current_weather",
+    "description": "Current weather in a city",
+    "parameters": {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}}
+
+
+def get_current_weather(city, unit="celsius"):
+    return {"city": city, "temperature": 21 if unit == "celsius" else 70, "unit": unit,
+            "sky": "clear"}
+
+
 def build_request(pb2, args, prompt):
     request = pb2.GenerateRequest(request_id=args.request_id or "")
     if args.command == "chat":
         request.chat.messages.add(role="user", content=prompt.encode("utf-8"))
+        if args.weather_tool:
+            request.chat.tools = json.dumps([WEATHER_TOOL]).encode("utf-8")
+        if args.think:
+            request.chat.template_kwargs = b'{"enable_thinking": true}'
     else:
         request.text = prompt.encode("utf-8")
     s = request.sampling
@@ -67,17 +88,50 @@ def build_request(pb2, args, prompt):
     return request
 
 
-def run_generate(pb2, stub, args):
-    request = build_request(pb2, args, args.prompt)
-    ids = []
-    finish = None
+def stream(stub, request, args):
+    """Prints one completion; returns (text, tool_calls, ids, finish)."""
+    text, calls, ids, finish = [], [], [], None
     for response in stub.Generate(request, timeout=args.timeout):
+        if response.reasoning:
+            sys.stderr.write(response.reasoning)  # the model's thoughts, apart from the answer
         sys.stdout.write(response.text)
         sys.stdout.flush()
+        text.append(response.text)
+        calls.extend(response.tool_calls)
         ids.extend(response.token_ids)
         if response.HasField("finish"):
             finish = response.finish
     sys.stdout.write("\n")
+    return "".join(text), calls, ids, finish
+
+
+def answer_tool_calls(request, text, calls):
+    """The round trip: the model's calls join the chat as an assistant turn,
+    each result as a tool message; returns True when there was anything to run."""
+    if not calls:
+        return False
+    model = request.chat.messages.add(role="assistant", content=text.encode("utf-8"))
+    for call in calls:
+        model.tool_calls.add(id=call.id, name=call.name, arguments=call.arguments)
+        arguments = json.loads(call.arguments)
+        result = (get_current_weather(**arguments) if call.name == "get_current_weather"
+                  else {"error": f"unknown tool {call.name}"})
+        print(f"[tool call {call.id}] {call.name}({call.arguments}) -> {json.dumps(result)}",
+              file=sys.stderr)
+        request.chat.messages.add(role="tool", name=call.name, tool_call_id=call.id,
+                                  content=json.dumps(result).encode("utf-8"))
+    return True
+
+
+def run_generate(pb2, stub, args):
+    request = build_request(pb2, args, args.prompt)
+    text, calls, ids, finish = stream(stub, request, args)
+    # A chat whose answer is a tool call: run the tool and ask again (at most 4 rounds).
+    for _ in range(4):
+        if args.command != "chat" or not answer_tool_calls(request, text, calls):
+            break
+        text, calls, more_ids, finish = stream(stub, request, args)
+        ids.extend(more_ids)
     if args.print_ids:
         print("ids:", " ".join(str(i) for i in ids))
     if finish is not None:
@@ -121,6 +175,10 @@ def parse_args(argv):
         p.add_argument("--ignore-eos", action="store_true")
         p.add_argument("--request-id")
         p.add_argument("--print-ids", action="store_true")
+        if name == "chat":
+            p.add_argument("--weather-tool", action="store_true",
+                           help="declare an example get_current_weather tool and answer its calls")
+            p.add_argument("--think", action="store_true", help="enable_thinking")
     sub.add_parser("info")
     p = sub.add_parser("tokenize")
     p.add_argument("prompt")
