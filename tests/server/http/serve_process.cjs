@@ -21,7 +21,8 @@ function startServe(serve, model, extraArgs = []) {
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
     child.on('exit', (code) => reject(new Error(`gemma-serve exited ${code}:\n${output}`)));
-    setTimeout(() => reject(new Error(`gemma-serve did not start:\n${output}`)), 120000);
+    // unref: a started server's test must not wait for this timer.
+    setTimeout(() => reject(new Error(`gemma-serve did not start:\n${output}`)), 120000).unref();
   });
 }
 
