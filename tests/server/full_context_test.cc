@@ -19,6 +19,7 @@ constexpr int kMaxOutput = 8;
 struct Model {
   std::string name;
   std::string dir;
+  friend void PrintTo(const Model& m, std::ostream* os) { *os << m.name; }
 };
 
 v1::GenerateRequest IdsRequest(int num_prompt_tokens, int max_tokens, uint32_t seed) {
