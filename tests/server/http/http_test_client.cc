@@ -15,21 +15,25 @@ HttpReply HttpCall(int port, const std::string& method, const std::string& targe
                    const std::string& body, const Headers& headers) {
   boost::asio::io_context io;
   tcp::socket socket(io);
+  HttpReply reply;
+  beast::error_code ec;
   socket.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
-                               static_cast<unsigned short>(port)));
+                               static_cast<unsigned short>(port)), ec);
+  if (ec) {
+    reply.body = "connect failed: " + ec.message();
+    return reply;
+  }
   bhttp::request<bhttp::string_body> request(bhttp::string_to_verb(method), target, 11);
   request.set(bhttp::field::host, "127.0.0.1");
   if (!body.empty()) request.set(bhttp::field::content_type, "application/json");
   for (const auto& [name, value] : headers) request.set(name, value);
   request.body() = body;
   request.prepare_payload();
-  bhttp::write(socket, request);
+  bhttp::write(socket, request, ec);
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(64 << 20);
-  beast::error_code ec;
-  bhttp::read(socket, buffer, parser, ec);
-  HttpReply reply;
+  if (!ec) bhttp::read(socket, buffer, parser, ec);
   if (ec) {
     reply.body = "read failed: " + ec.message();
     return reply;

@@ -351,5 +351,29 @@ TEST(OpenAiHttpAuthTest, KeysLimitsAndLoading) {
   server.Drain(std::chrono::milliseconds(0));
 }
 
+TEST(OpenAiHttpDrainTest, DrainingRefusesNewRequestsAndFinishesStreams) {
+  std::unique_ptr<GemmaServer> server = StartTestServer(HttpOptions());
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  HttpReply streamed;
+  std::thread stream([&] {
+    streamed = Post(port, "/v1/completions",
+                    Greedy({{"prompt", "The quick brown fox"}, {"stream", true}}, 300));
+  });
+  ASSERT_TRUE(Eventually([&] { return server->engine()->Stats().running == 1; },
+                         std::chrono::seconds(10)));
+  std::thread drain([&] { server->Drain(std::chrono::seconds(60)); });
+  EXPECT_TRUE(Eventually([&] { return HttpCall(port, "GET", "/health").status == 503; },
+                         std::chrono::seconds(5)));
+  ExpectError(Post(port, "/v1/completions", {{"prompt", "x"}}), 503, "", "shutting down");
+  stream.join();
+  drain.join();
+  bool done = false;
+  std::vector<Json> events = SseEvents(streamed.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
 }  // namespace
 }  // namespace gemma::server::testing
