@@ -149,12 +149,16 @@ void GenerationCall::MaybeFinish() {
     if (!slot.done) return;
   }
   replied_ = true;
+  const Json usage = TotalUsage();
+  spdlog::info("request {} tokens_in={} tokens_out={} choices={} stream={}", header_.id,
+               usage["prompt_tokens"].get<int>(), usage["completion_tokens"].get<int>(),
+               choices_.size(), request_.stream);
   if (request_.stream) {
     std::string tail;
     if (request_.include_usage) {
       Json chunk = ChunkEnvelope(header_);
       chunk["choices"] = Json::array();
-      chunk["usage"] = TotalUsage();
+      chunk["usage"] = usage;
       tail = SseData(chunk);
     }
     exchange_->SendEvent(tail + "data: [DONE]\n\n");
@@ -168,7 +172,7 @@ void GenerationCall::MaybeFinish() {
                {"model", header_.model},
                {"choices", Json::array()}};
   for (const Choice& choice : choices_) body["choices"].push_back(choice.ToJson());
-  body["usage"] = TotalUsage();
+  body["usage"] = usage;
   exchange_->Respond(200, "application/json", DumpJson(body));
 }
 
