@@ -60,6 +60,10 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizerModel>> SentencePieceTokeni
     model->control_[id] = type == PieceType::kControl ||
                           (type == PieceType::kUserDefined &&
                            IsMarkerPiece(model->sp_->IdToPiece(static_cast<int>(id))));
+    if (type == PieceType::kControl) {
+      model->control_pieces_.emplace_back(model->sp_->IdToPiece(static_cast<int>(id)),
+                                          static_cast<int32_t>(id));
+    }
   }
   return model;
 }
@@ -90,7 +94,37 @@ SpecialTokens SentencePieceTokenizerModel::FindSpecialTokens() const {
   return special;
 }
 
+// Control pieces (<bos>, <eos>, <pad>) written in the text are those tokens,
+// as Hugging Face tokenizers match special tokens before the model sees the
+// text (SentencePiece alone would spell them out); the text after one is a
+// new segment, with no dummy prefix. A chat template writes "<bos>" this way.
 absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizerModel::Encode(
+    std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t start = 0;
+  while (true) {
+    size_t found = std::string_view::npos;
+    int32_t found_id = -1;
+    for (const auto& [piece, id] : control_pieces_) {
+      const size_t at = text.find(piece, start);
+      if (at < found) {
+        found = at;
+        found_id = id;
+      }
+    }
+    const std::string_view segment = text.substr(start, found - start);
+    if (!segment.empty()) {
+      auto ids = start == 0 ? EncodeRaw(segment) : EncodeSegment(segment);
+      if (!ids.ok()) return ids.status();
+      out.insert(out.end(), ids->begin(), ids->end());
+    }
+    if (found == std::string_view::npos) return out;
+    out.push_back(found_id);
+    start = found + IdToPiece(found_id).size();
+  }
+}
+
+absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizerModel::EncodeRaw(
     std::string_view text) const {
   std::vector<int> ids;
   std::string error_message;
@@ -108,7 +142,7 @@ absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizerModel::EncodeSegment(
     std::string_view text) const {
   const int32_t marker_id = PieceToId("<|turn>");
   if (marker_id < 0) return absl::FailedPreconditionError("tokenizer lacks the <|turn> piece");
-  auto ids = Encode(IdToPiece(marker_id).append(text));
+  auto ids = EncodeRaw(IdToPiece(marker_id).append(text));
   if (!ids.ok()) return ids.status();
   size_t marker = 0;
   while (marker < ids->size() && marker < 2 && (*ids)[marker] != marker_id) ++marker;

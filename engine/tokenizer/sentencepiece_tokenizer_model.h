@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,9 +44,14 @@ class SentencePieceTokenizerModel : public TokenizerModel {
 
  private:
   SentencePieceTokenizerModel();
+  // SentencePiece's own encoding of `text` (dummy prefix included).
+  absl::StatusOr<std::vector<int32_t>> EncodeRaw(std::string_view text) const;
 
   std::unique_ptr<SentencePieceModel> sp_;
   std::vector<bool> control_;  // by id: IsControl()
+  // SentencePiece control pieces (<bos>, <eos>, <pad>) and their ids: matched
+  // in the text by Encode.
+  std::vector<std::pair<std::string, int32_t>> control_pieces_;
   bool adds_dummy_prefix_ = false;
   std::string chat_template_;  // always empty: a .model file has none
 };

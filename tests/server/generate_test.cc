@@ -108,16 +108,19 @@ TEST_F(GenerateTest, ChatRendersTheTemplateAndStopsAtTurnEnd) {
   auto tokenizer = Tokenizer::Load(kModelDir + "/tokenizer.model");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const Tokenizer& tok = **tokenizer;
-  // Expected ids built independently: the rendered template as one string,
-  // encoded in one go (SentencePiece matches the turn markers whole).
+  // Expected ids built independently: the official Gemma 4 template's text
+  // for this chat (an empty thought channel closes the generation prompt:
+  // thinking is off), encoded in one go. The template writes "<bos>" as text;
+  // the tokenizer takes it as the BOS token.
   const std::string rendered =
-      "<|turn>system\nBe brief.<turn|>\n<|turn>user\nTell me a fortune<turn|>\n<|turn>model\n";
+      "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nTell me a fortune<turn|>\n"
+      "<|turn>model\n<|channel>thought\n<channel|>";
   auto encoded = tok.Encode(rendered);
   ASSERT_TRUE(encoded.ok());
-  std::vector<int32_t> expected = {tok.PieceToId("<bos>")};
-  auto first_turn = std::find(encoded->begin(), encoded->end(), tok.PieceToId("<|turn>"));
-  expected.insert(expected.end(), first_turn, encoded->end());  // drops a dummy-prefix "▁"
+  const std::vector<int32_t> expected = *encoded;
+  ASSERT_EQ(expected[0], tok.PieceToId("<bos>"));
   ASSERT_EQ(expected[1], tok.PieceToId("<|turn>"));
+  ASSERT_EQ(expected.back(), tok.PieceToId("<channel|>"));
 
   v1::Chat chat;
   auto* system = chat.add_messages();

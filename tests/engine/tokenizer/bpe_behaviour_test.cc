@@ -34,7 +34,7 @@ bool HasControlPiece(std::string_view text) {
 class FortunesBackendsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    hf_ = LoadOrDie(kFortunesDir);  // tokenizer.json wins
+    hf_ = LoadOrDie(std::string(GEMMA_TEST_DATA) + "/tokenizers/gemma4-fortunes.tokenizer.json");
     sp_ = LoadOrDie(kFortunesDir + "/tokenizer.model");
     ASSERT_NE(hf_, nullptr);
     ASSERT_NE(sp_, nullptr);
