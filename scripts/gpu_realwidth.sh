@@ -16,12 +16,14 @@
 #   4. (RW_BIG_LAYERS > 0 and time left) a RW_BIG_LAYERS-layer checkpoint of
 #      the same widths (default 36, ~38 GB): the disk's sequential read rate
 #      and gemma-serve's time to SERVING, bf16 and fp8.
-# Logs go to $OUT (at most 6 files); a short table comes last.
+# Logs go to $OUT (at most 8 files; rows.txt grows as steps finish); a short
+# table comes last.
 #   BUNDLE=.device/bundle OUT=/tmp/o scripts/gpu_realwidth.sh
 set -uo pipefail
 b=${BUNDLE:-.device/bundle}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+rm -f "$out/rows.txt"
 export LD_LIBRARY_PATH="$b/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export GEMMA_AUTOTUNE_CACHE=/tmp/rw-autotune.txt
 export PYTHONUNBUFFERED=1
@@ -32,7 +34,10 @@ port=50171
 t0=$(date +%s)
 server="" start_at="" ready_at=""
 rows=()
-row() { rows+=("$(printf '%-36s %s' "$1" "$2")"); }
+row() {  # also written at once, so a run cut short still reports
+  rows+=("$(printf '%-36s %s' "$1" "$2")")
+  echo "${rows[-1]}" >> "$out/rows.txt"
+}
 elapsed() { echo $(( $(date +%s) - t0 )); }
 now() { date +%s.%N; }
 note() { echo "== [$(elapsed) s] $*"; }
@@ -172,4 +177,4 @@ fi
 grep -E '^(  |== |prompt|[0-9] )' "$out/gtest.log" 2> /dev/null | head -60
 cat "$out/summary.txt"
 echo "==== real width, $(elapsed) s in all"
-for r in "${rows[@]}"; do echo "$r"; done | tee -a "$out/summary.txt"
+for r in "${rows[@]}"; do echo "$r"; done
