@@ -47,11 +47,12 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-cmake --preset release >/dev/null
-cmake --build build -j "$jobs"
-# The official openai SDK for tests/server/http/openai_sdk_test.cjs (not committed).
+# The official openai SDK for tests/server/http/openai_sdk_test.cjs (not
+# committed). Before configuring: the test is registered when it is there.
 if command -v npm >/dev/null && [ ! -d build/npm/node_modules/openai ]; then
   npm install --silent --prefix build/npm openai || echo "setup: npm install openai failed; the SDK test is skipped"
 fi
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake --preset release >/dev/null
+cmake --build build -j "$jobs"
 echo "setup: built into build/ (binaries in build/bin)"
