@@ -154,8 +154,14 @@ def make_checkpoint(args):
     tok = os.path.join(repo_root(), "tests/data/tokenizers/gemma3.tokenizer.json.gz")
     if os.path.exists(tok):  # 262,144 pieces like Gemma 4's: lets the server start
         import gzip
-        with gzip.open(tok, "rb") as src, open(os.path.join(args.out, "tokenizer.json"), "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        with gzip.open(tok, "rt", encoding="utf-8") as src:
+            t = json.load(src)
+        # Gemma 3's adds <image_soft_token> as id 262144, past the model's
+        # vocabulary: the loaders refuse a tokenizer larger than the model.
+        vocab = cfg_dict["text_config"]["vocab_size"]
+        t["added_tokens"] = [a for a in t.get("added_tokens", []) if a["id"] < vocab]
+        with open(os.path.join(args.out, "tokenizer.json"), "w", encoding="utf-8") as dst:
+            json.dump(t, dst, ensure_ascii=False)
     index = os.path.join(args.out, "model.safetensors.index.json")
     if os.path.exists(index):
         with open(index) as f:
