@@ -26,6 +26,7 @@ packages=(
   zlib1g-dev  # tokenizer tests and gemma-tokenizer-bench read gzipped tokenizer.json
   python3-jinja2  # chat-template tests render their reference with Debian's /usr/bin/python3
   libboost-dev  # the OpenAI-compatible front (Boost.Beast/Asio)
+  python3-yaml python3-jsonschema  # tests/docker/k8s_manifests_test.py validates docker/k8s
 )
 
 if [ "$install" = 1 ] && command -v apt-get >/dev/null; then
