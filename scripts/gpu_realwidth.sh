@@ -14,7 +14,7 @@
 #   RW_LAYERS / RW_TYPES (e.g. "G" or "S,G") choose the layers, RW_SKIP_GTEST=1
 #   skips step 2 and RW_SKIP_SERVE=1 step 3.
 #   4. (RW_BIG_LAYERS > 0 and time left) a RW_BIG_LAYERS-layer checkpoint of
-#      the same widths (default 36, ~38 GB): the disk's sequential read rate
+#      the same widths (36: 38 GB, 48: 50 GB): the disk's sequential read rate
 #      and gemma-serve's time to SERVING, bf16 and fp8.
 # Logs go to $OUT (at most 8 files; rows.txt grows as steps finish); a short
 # table comes last.
