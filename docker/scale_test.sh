@@ -29,6 +29,8 @@ replicas=(127.0.1.1 127.0.1.2 127.0.1.3)
 grace_s=10
 
 start_s=$(date +%s)
+now_s() { date +%s.%N; }
+since() { python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.1f}")' "$1" "$(now_s)"; }
 step() { echo "== [$(( $(date +%s) - start_s ))s] $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -49,7 +51,7 @@ pids=()
 haproxy_pid=""
 cleanup() {
   for pid in "${pids[@]}" $haproxy_pid; do
-    [ -z "$pid" ] || kill -9 "$pid" 2>/dev/null || true
+    [ -z "$pid" ] || { kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
   done
   ip netns del "$ns" >/dev/null 2>&1 || true
 }
@@ -90,6 +92,9 @@ EOF
 lb_status() {  # backend server -> UP | DOWN | DRAIN | MAINT ...
   admin "show stat" | awk -F, -v b="$1" -v s="$2" '$1==b && $2==s {print $18}'
 }
+lb_changed_at() {  # backend server -> when its status last changed (HAProxy's lastchg)
+  admin "show stat" | awk -F, -v b="$1" -v s="$2" -v now="$(now_s)" '$1==b && $2==s {printf "%.0f\n", now - $24}'
+}
 wait_lb_status() {  # server status timeout_s
   local deadline=$(( $(date +%s) + $3 ))
   while [ "$(date +%s)" -le "$deadline" ]; do
@@ -114,11 +119,12 @@ for r in r0 r1 r2; do wait_lb_status "$r" UP 10; done
 step "HAProxy $(haproxy -v | head -1 | cut -d' ' -f3): r0 r1 r2 UP, r3 $(lb_status gemma_grpc r3) (no replica)"
 
 # --- figures per replica ---------------------------------------------------------
-metric() {  # index name -> value (summed over labels)
-  in_ns curl -s --max-time 3 "http://${replicas[$1]}:9090/metrics" |
-    awk -v n="$2" '$1==n || index($1, n "{")==1 {s+=$2} END {printf "%d\n", s}'
+metric() {  # index name -> value (summed over labels; -1: no answer)
+  { in_ns curl -sf --max-time 3 "http://${replicas[$1]}:9090/metrics" || echo "down"; } |
+    awk -v n="$2" '$1=="down" {d=1} $1==n || index($1, n "{")==1 {s+=$2}
+                   END {if (d) print -1; else printf "%d\n", s}'
 }
-snapshot() {  # -> "steps0 reqs0 steps1 reqs1 ..." (a dead replica reads 0 0)
+snapshot() {  # -> "steps0 reqs0 steps1 reqs1 ..." (-1 -1: the replica is down)
   local out=()
   for i in "${!replicas[@]}"; do
     out+=("$(metric "$i" gemma_engine_steps_total)" "$(metric "$i" gemma_request_success_total)")
@@ -128,10 +134,16 @@ snapshot() {  # -> "steps0 reqs0 steps1 reqs1 ..." (a dead replica reads 0 0)
 spread() {  # label before after min_share_of_requests [skip_index]
   local -a a=($2) b=($3)
   local total=0
-  for i in "${!replicas[@]}"; do total=$(( total + b[2*i+1] - a[2*i+1] )); done
-  printf '   %-26s' "$1:"
   for i in "${!replicas[@]}"; do
-    printf ' r%d %4d req %5d steps |' "$i" $(( b[2*i+1] - a[2*i+1] )) $(( b[2*i] - a[2*i] ))
+    [ "${a[2*i]}" -ge 0 ] && [ "${b[2*i]}" -ge 0 ] && total=$(( total + b[2*i+1] - a[2*i+1] ))
+  done
+  printf '   %-24s' "$1:"
+  for i in "${!replicas[@]}"; do
+    if [ "${a[2*i]}" -lt 0 ] || [ "${b[2*i]}" -lt 0 ]; then
+      printf ' r%d  (killed or down)   |' "$i"
+    else
+      printf ' r%d %3d req %5d steps |' "$i" $(( b[2*i+1] - a[2*i+1] )) $(( b[2*i] - a[2*i] ))
+    fi
   done
   echo " total $total req"
   for i in "${!replicas[@]}"; do
@@ -151,7 +163,14 @@ result() {  # name field
     "$logs/$1.json" "$2"
 }
 report() {  # name
-  echo "   loadgen $1: $(result "$1" completed) ok, $(result "$1" failed) failed ($(result "$1" failures_by_code)), $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"{r[\"duration_s\"]:.1f} s, {r[\"output_token_throughput\"]:.0f} tok/s, TTFT p50 {r[\"ttft_ms\"][\"p50\"]:.0f} ms")' "$logs/$1.json" 2>/dev/null || true)"
+  python3 - "$logs/$1.json" "$1" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+codes = " ".join(f"{k}={n}" for k, n in r["failures_by_code"].items()) or "-"
+print(f"   loadgen {sys.argv[2]}: {r['completed']} ok, {r['failed']} failed ({codes}), "
+      f"{r['duration_s']:.1f} s, {r['output_token_throughput']:.0f} tok/s, "
+      f"TTFT p50 {r['ttft_ms']['p50']:.0f} ms")
+EOF
 }
 
 # --- 1. gRPC spreads ---------------------------------------------------------------
@@ -182,18 +201,20 @@ loadgen_start_s=$(date +%s)
 loadgen kill --concurrency 9 --num-requests 45 --output-len 256 &
 loadgen_pid=$!
 sleep 3
-kill -9 "${pids[1]}"
-wait "${pids[1]}" 2>/dev/null || true
-killed_at_s=$(date +%s)
-wait_lb_status r1 DOWN 5
-step "   r1 marked DOWN by HAProxy $(( $(date +%s) - killed_at_s ))s after the kill"
+running=$(metric 1 gemma_num_requests_running)
+killed_at=$(now_s)
+{ kill -9 "${pids[1]}" && wait "${pids[1]}"; } 2>/dev/null || true
+wait_lb_status r1 DOWN 10
+step "   r1 ($running streams running) killed; HAProxy saw it DOWN $(( $(lb_changed_at gemma_grpc r1) - ${killed_at%.*} ))s (gRPC) / $(( $(lb_changed_at gemma_http r1) - ${killed_at%.*} ))s (HTTP) after the kill (its lastchg, whole seconds; inter 1 s, fall 1)"
 wait "$loadgen_pid" || true
 step "   the run ended $(( $(date +%s) - loadgen_start_s ))s after it started (bound: 180 s)"
 report kill
 failed=$(result kill failed)
 [ "$failed" -ge 1 ] || echo "   (no stream was on r1 when it died)"
 [ "$failed" -le 9 ] || fail "more failures ($failed) than streams that can have been in flight on r1"
-case "$(result kill failures_by_code)" in ""|-|UNAVAILABLE=*|CANCELLED=*|INTERNAL=*) ;;
+# A stream cut by the replica's death ends through HAProxy without gRPC
+# trailers (UNKNOWN), or as UNAVAILABLE / INTERNAL: an error, never a hang.
+case "$(result kill failures_by_code)" in ""|-|UNKNOWN=*|UNAVAILABLE=*|INTERNAL=*) ;;
   *) fail "unexpected failure codes: $(result kill failures_by_code)" ;; esac
 after=$(snapshot)
 spread "during the kill" "$before" "$after" 0 1
@@ -208,11 +229,12 @@ spread "r1 down, 48 requests" "$before" "$after" 20 1
 
 # --- 4. restart: it rejoins ----------------------------------------------------------------
 step "4. r1 restarted"
-restart_s=$(date +%s)
+restart_at=$(now_s)
 start_replica 1
 wait_health 1
+healthy_at=$(now_s)
 wait_lb_status r1 UP 10
-step "   r1 UP in HAProxy $(( $(date +%s) - restart_s ))s after its start"
+step "   r1 /health 200 $(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.1f}")' "$restart_at" "$healthy_at")s after its start; HAProxy UP $(( $(lb_changed_at gemma_grpc r1) - ${healthy_at%.*} ))s after that (rise 2)"
 before=$(snapshot)
 loadgen rejoin --concurrency 8 --num-requests 96 --output-len 32
 after=$(snapshot)
@@ -225,16 +247,16 @@ step "5. rolling restart of r2 under load: HAProxy DRAIN, then SIGTERM (grace ${
 loadgen drain --concurrency 9 --num-requests 45 --output-len 256 &
 loadgen_pid=$!
 sleep 3
-admin "set server gemma_grpc/r2 state drain" > /dev/null
-admin "set server gemma_http/r2 state drain" > /dev/null
-sleep 1
-term_s=$(date +%s)
+admin "set server gemma_grpc/r2 state drain; set server gemma_http/r2 state drain" > /dev/null
+running=$(metric 2 gemma_num_requests_running)
+term_at=$(now_s)
 kill -TERM "${pids[2]}"
 rc=0
 for _ in $(seq 1 $(( (grace_s + 10) * 5 ))); do kill -0 "${pids[2]}" 2>/dev/null || break; sleep 0.2; done
 kill -0 "${pids[2]}" 2>/dev/null && fail "r2 still running $(( grace_s + 10 )) s after SIGTERM"
 wait "${pids[2]}" || rc=$?
-step "   r2 exited $rc, $(( $(date +%s) - term_s ))s after SIGTERM; $(grep -c 'draining' "$logs/r2.log") drain log line(s)"
+step "   r2 drained with $running streams running: exited $rc, $(since "$term_at")s after SIGTERM"
+grep -E 'draining' "$logs/r2.log" | sed 's/^.*\] /     r2: /' 
 [ "$rc" = 0 ] || fail "r2 exited $rc after SIGTERM"
 wait "$loadgen_pid" || true
 report drain
@@ -251,12 +273,14 @@ step "6. SIGTERM r0 under load without DRAIN first (the 503 /health takes it out
 loadgen term --concurrency 9 --num-requests 45 --output-len 256 &
 loadgen_pid=$!
 sleep 3
+running=$(metric 0 gemma_num_requests_running)
+term_at=$(now_s)
 kill -TERM "${pids[0]}"
-term_s=$(date +%s)
-wait_lb_status r0 DOWN 5
-step "   r0 DOWN in HAProxy $(( $(date +%s) - term_s ))s after SIGTERM"
+wait_lb_status r0 DOWN 10
+step "   r0 ($running streams running) got SIGTERM; HAProxy saw it DOWN $(( $(lb_changed_at gemma_grpc r0) - ${term_at%.*} ))s later (503 /health)"
 for _ in $(seq 1 $(( (grace_s + 10) * 5 ))); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.2; done
 wait "${pids[0]}" || fail "r0 exited non-zero after SIGTERM"
+step "   r0 exited 0, $(since "$term_at")s after SIGTERM"
 wait "$loadgen_pid" || true
 report term
 echo "   (calls that arrived between SIGTERM and the failed check get UNAVAILABLE; streams in flight finish)"
