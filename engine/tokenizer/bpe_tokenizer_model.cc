@@ -1,5 +1,6 @@
 #include "engine/tokenizer/bpe_tokenizer_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -75,6 +76,29 @@ std::vector<Piece> SplitPieces(std::string_view text, const SplitRule& rule) {
   return pieces;
 }
 
+// BpeTokenizerModel::max_bytes_per_token: the longest piece or added token
+// (an unknown character is one token of at most 4 bytes), times how many
+// input bytes a normalized byte can stand for after each shortening Replace.
+size_t MaxBytesPerToken(const TokenizerJsonSpec& spec) {
+  if (spec.pre_tokenizer && spec.pre_tokenizer->behavior == SplitBehavior::kRemoved) return 0;
+  if (spec.model.fuse_unk && !spec.model.byte_fallback) return 0;
+  size_t longest = 4;
+  for (const auto& [piece, id] : spec.model.vocab) longest = std::max(longest, piece.size());
+  for (const AddedToken& token : spec.added_tokens) {
+    if (token.lstrip || token.rstrip) return 0;
+    longest = std::max(longest, token.content.size());
+  }
+  for (const ReplaceRule& rule : spec.normalizer) {
+    if (rule.content.empty()) {
+      if (!rule.pattern.empty()) return 0;
+      continue;
+    }
+    longest *= std::max<size_t>(1, (rule.pattern.size() + rule.content.size() - 1) /
+                                       rule.content.size());
+  }
+  return longest;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeTokenizerModel>> BpeTokenizerModel::Load(
@@ -98,6 +122,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizerModel>> BpeTokenizerModel::Create(
   if (config_text.has_value()) {
     TOKENIZER_ASSIGN_OR_RETURN(model->config_, ParseTokenizerConfig(*config_text, config_name));
   }
+  model->max_bytes_per_token_ = MaxBytesPerToken(spec);
   TOKENIZER_ASSIGN_OR_RETURN(model->bpe_, BpeModel::Create(std::move(spec.model), json_name));
   model->normalizer_ = std::move(spec.normalizer);
   model->pre_tokenizer_ = std::move(spec.pre_tokenizer);

@@ -51,6 +51,7 @@ class BpeTokenizerModel : public TokenizerModel {
     return Encode(text);
   }
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
+  size_t max_bytes_per_token() const override { return max_bytes_per_token_; }
 
   std::string TokenBytes(int32_t id) const override;
   std::string TokenText(int32_t id) const override;
@@ -79,6 +80,7 @@ class BpeTokenizerModel : public TokenizerModel {
   absl::flat_hash_map<int32_t, std::string> added_pieces_;  // by id
   std::vector<bool> special_;  // by id: an added token with special == true
   int num_ids_ = 0;
+  size_t max_bytes_per_token_ = 0;
 };
 
 }  // namespace gemma

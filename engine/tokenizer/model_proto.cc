@@ -11,6 +11,7 @@ namespace {
 constexpr uint32_t kModelPieces = 1;
 constexpr uint32_t kModelNormalizerSpec = 3;
 constexpr uint32_t kPieceType = 3;
+constexpr uint32_t kNormalizerName = 1;
 constexpr uint32_t kNormalizerAddDummyPrefix = 3;
 constexpr uint32_t kNormalizerRemoveExtraWhitespaces = 4;
 
@@ -94,6 +95,9 @@ bool ReadNormalizer(std::string_view spec, ModelProtoFacts& facts) {
   while (!reader.done()) {
     auto field = reader.Next();
     if (!field) return false;
+    if (field->number == kNormalizerName && field->wire_type == kLengthDelimited) {
+      facts.normalizer_name = std::string(field->bytes);
+    }
     if (field->wire_type != kVarint) continue;
     if (field->number == kNormalizerAddDummyPrefix) facts.add_dummy_prefix = field->varint != 0;
     if (field->number == kNormalizerRemoveExtraWhitespaces) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct ModelProtoFacts {
   std::vector<PieceType> piece_types;  // indexed by id
   bool add_dummy_prefix = true;        // NormalizerSpec defaults
   bool remove_extra_whitespaces = true;
+  std::string normalizer_name;         // "identity", "nmt_nfkc", ...; empty when unset
 };
 
 // INVALID_ARGUMENT when the bytes are not a well-formed ModelProto.

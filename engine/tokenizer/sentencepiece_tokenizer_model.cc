@@ -1,5 +1,7 @@
 #include "engine/tokenizer/sentencepiece_tokenizer_model.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/model_proto.h"
@@ -55,8 +57,13 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizerModel>> SentencePieceTokeni
   }
   model->adds_dummy_prefix_ = facts->add_dummy_prefix || facts->remove_extra_whitespaces;
   model->control_.assign(facts->piece_types.size(), false);
+  bool has_byte_pieces = false;
+  size_t longest_piece_bytes = 0;
   for (size_t id = 0; id < model->control_.size(); ++id) {
     const PieceType type = facts->piece_types[id];
+    has_byte_pieces |= type == PieceType::kByte;
+    longest_piece_bytes =
+        std::max(longest_piece_bytes, model->sp_->IdToPiece(static_cast<int>(id)).size());
     model->control_[id] = type == PieceType::kControl ||
                           (type == PieceType::kUserDefined &&
                            IsMarkerPiece(model->sp_->IdToPiece(static_cast<int>(id))));
@@ -65,6 +72,8 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizerModel>> SentencePieceTokeni
                                           static_cast<int32_t>(id));
     }
   }
+  const bool keeps_text = facts->normalizer_name == "identity" && !facts->remove_extra_whitespaces;
+  model->max_bytes_per_token_ = keeps_text && has_byte_pieces ? longest_piece_bytes : 0;
   return model;
 }
 

@@ -34,6 +34,10 @@ class SentencePieceTokenizerModel : public TokenizerModel {
   // Control pieces are dropped (skip_special_tokens) or written as their
   // piece; the first visible piece loses the dummy-prefix space.
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
+  // The longest piece with the identity normalizer, byte fallback and
+  // whitespace kept as written; else 0 (NFKC may shorten text, collapsed
+  // whitespace and fused unknown characters have no bound).
+  size_t max_bytes_per_token() const override { return max_bytes_per_token_; }
 
   std::string TokenBytes(int32_t id) const override;
   std::string TokenText(int32_t id) const override;
@@ -53,6 +57,7 @@ class SentencePieceTokenizerModel : public TokenizerModel {
   // in the text by Encode.
   std::vector<std::pair<std::string, int32_t>> control_pieces_;
   bool adds_dummy_prefix_ = false;
+  size_t max_bytes_per_token_ = 0;
   std::string chat_template_;  // always empty: a .model file has none
 };
 

@@ -50,6 +50,13 @@ class Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const;
   // BOS + Encode(text): what a raw-text prompt becomes.
   absl::StatusOr<std::vector<int32_t>> EncodePrompt(std::string_view text) const;
+  // The most bytes of input text that one token of Encode's output stands for
+  // (the longest piece, widened by a normalizer that shortens text), so that
+  // a text of B bytes has at least ceil(B / max_bytes_per_token()) tokens and
+  // a caller can refuse an oversized text without encoding it. 0 when no
+  // bound holds: a normalizer or pre-tokenizer that deletes text, added tokens
+  // that strip whitespace, or unknown characters fused into one token.
+  size_t max_bytes_per_token() const { return model_->max_bytes_per_token(); }
   // Decode(ids, /*skip_special_tokens=*/true).
   std::string Decode(std::span<const int32_t> ids) const;
   // Full decode with the backend's own semantics (IncrementalDetokenizer

@@ -39,6 +39,8 @@ class TokenizerModel {
   // Text that follows a special token (no dummy prefix). REQUIRES: valid UTF-8.
   virtual absl::StatusOr<std::vector<int32_t>> EncodeSegment(std::string_view text) const = 0;
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const = 0;
+  // Tokenizer::max_bytes_per_token.
+  virtual size_t max_bytes_per_token() const = 0;
 
   virtual std::string TokenBytes(int32_t id) const = 0;
   virtual std::string TokenText(int32_t id) const = 0;
