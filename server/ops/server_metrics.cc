@@ -25,6 +25,8 @@ void AddFamilies(MetricsRegistry& r) {
               "Prompt tokens looked up in the prefix cache.");
   r.AddFamily("gemma_prefix_cache_hits_total", Type::kCounter,
               "Prompt tokens served from the prefix cache.");
+  r.AddFamily("gemma_prefix_cache_hit_rate", Type::kGauge,
+              "Prefix-cache hits / queries over the server's life (0 before any query).");
   r.AddFamily("gemma_prompt_tokens_total", Type::kCounter,
               "Prompt tokens computed (prefix-cache hits excluded, recomputation included).");
   r.AddFamily("gemma_generation_tokens_total", Type::kCounter, "Tokens generated.");
@@ -133,6 +135,11 @@ void ServerMetrics::SetEngineFigures(const EngineStats& s) {
       .Set(s.kv_total_blocks > 0 ? static_cast<double>(used) / s.kv_total_blocks : 0.0);
   r.GetCounter("gemma_prefix_cache_queries_total").Set(static_cast<double>(s.prefix_cache_queries));
   r.GetCounter("gemma_prefix_cache_hits_total").Set(static_cast<double>(s.prefix_cache_hits));
+  // A router compares replicas by this without a PromQL rate() of its own.
+  r.GetGauge("gemma_prefix_cache_hit_rate")
+      .Set(s.prefix_cache_queries > 0
+               ? static_cast<double>(s.prefix_cache_hits) / s.prefix_cache_queries
+               : 0.0);
   r.GetCounter("gemma_prompt_tokens_total").Set(static_cast<double>(s.prompt_tokens));
   r.GetCounter("gemma_generation_tokens_total").Set(static_cast<double>(s.generated_tokens));
   r.GetCounter("gemma_num_preemptions_total").Set(static_cast<double>(s.preemptions));

@@ -1,5 +1,5 @@
 // Unit tests of server/ops without a server: the Prometheus registry, the
-// token limits, API-key loading and the JSON log formatter.
+// token limits, API-key loading, the JSON log formatter and ServerMetrics.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "server/ops/json_log.h"
 #include "server/ops/limits.h"
 #include "server/ops/metrics.h"
+#include "server/ops/server_metrics.h"
 #include "spdlog/details/log_msg.h"
 
 namespace gemma::server::ops {
@@ -48,6 +49,18 @@ TEST(MetricsRegistryTest, WrongLabelsAreAProgrammingError) {
   r.AddFamily("x_total", Type::kCounter, "Things.", {"kind"});
   EXPECT_THROW(r.GetCounter("x_total"), std::logic_error);
   EXPECT_THROW(r.GetGauge("x_total", {"a"}), std::logic_error);
+}
+
+TEST(ServerMetricsTest, PrefixCacheHitRateIsHitsOverQueries) {
+  ServerMetrics metrics;
+  EngineStats stats;
+  EXPECT_NE(metrics.Render(stats, std::nullopt).find("\ngemma_prefix_cache_hit_rate 0\n"),
+            std::string::npos);
+  stats.prefix_cache_queries = 400;
+  stats.prefix_cache_hits = 100;
+  const std::string text = metrics.Render(stats, std::nullopt);
+  EXPECT_NE(text.find("# TYPE gemma_prefix_cache_hit_rate gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngemma_prefix_cache_hit_rate 0.25\n"), std::string::npos) << text;
 }
 
 GenerationRequest RequestOf(int prompt_tokens, int max_tokens) {
