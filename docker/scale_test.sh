@@ -13,7 +13,7 @@
 # health checks and the drain, which are the same for a process and a
 # container. HAProxy's fourth server (r3, 127.0.1.4) has no replica and stays
 # DOWN, as a GPU whose replica is still loading would.
-# Too slow for CI (about two minutes). Run as root (ip netns).
+# Too slow for CI (about three minutes). Run as root (ip netns).
 #
 # Usage: docker/scale_test.sh
 # Environment: GEMMA_BIN_DIR (build/bin), GEMMA_SCALE_THREADS (1 per replica)
