@@ -374,9 +374,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be >= 1, got ", options.max_queue));
   if (options.max_tokens_per_step < 1)
     return absl::InvalidArgumentError(absl::StrCat("max_tokens_per_step must be >= 1, got ", options.max_tokens_per_step));
-  if (tokenizer->vocab_size() > backend->config().vocab_size)
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer vocab_size ", tokenizer->vocab_size(),
-                                                   " exceeds the model's ", backend->config().vocab_size));
+  // A tokenizer may name more ids than the model embeds (Gemma 3's tokenizer.json
+  // has <image_soft_token> at 262144, one past a 262,144-row embedding): those
+  // ids are refused in prompts by request validation. The ids the engine
+  // itself relies on must be embedded.
+  const int model_vocab = backend->config().vocab_size;
+  const SpecialTokens& special = tokenizer->special();
+  for (auto [name, id] : {std::pair{"bos", special.bos}, std::pair{"eos", special.eos}}) {
+    if (id >= model_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer's ", name, " id ", id,
+                                                     " is outside the model's vocabulary of ",
+                                                     model_vocab));
+    }
+  }
+  if (tokenizer->vocab_size() > model_vocab) {
+    spdlog::warn("tokenizer has {} ids, the model embeds {}: ids {}..{} cannot be used",
+                 tokenizer->vocab_size(), model_vocab, model_vocab, tokenizer->vocab_size() - 1);
+  }
   return std::unique_ptr<Engine>(new EngineImpl(options, std::move(backend), tokenizer));
 }
 
