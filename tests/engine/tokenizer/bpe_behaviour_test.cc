@@ -58,12 +58,13 @@ TEST_F(FortunesBackendsTest, SameVocabularyAndSpecialTokens) {
 // as in `tokenizers`/transformers: (1) no dummy-prefix "▁" at the start of the
 // text; (2) the user-defined pieces "  " and "    " are added tokens matched
 // in the raw text, while SentencePiece never matches them (it turns spaces into
-// "▁" first); (3) the control pieces "<bos>", "<eos>", "<pad>", "<unk>"
-// written in the text are matched as those tokens (added tokens, special or
-// not, are found in the raw text), while SentencePiece encodes them as plain
-// text. Away from those, the encodings agree: for text with no double space
-// and no control piece that does not start with a space, SentencePiece(text)
-// equals tokenizer.json(" " + text).
+// "▁" first); (3) "<unk>" written in the text is matched as that token
+// (added tokens, special or not, are found in the raw text), while the
+// SentencePiece backend matches only its control pieces ("<bos>", "<eos>",
+// "<pad>") there, as a chat template's "<bos>" needs. Away from those, the
+// encodings agree: for text with no double space and no control piece that
+// does not start with a space, SentencePiece(text) equals
+// tokenizer.json(" " + text).
 TEST_F(FortunesBackendsTest, EncodingsAgreeUpToDummyPrefixAndSpaceRunTokens) {
   const nlohmann::json corpus = nlohmann::json::parse(
       testing_data::ReadText(testing_data::kTokenizerData + "/corpus.json"));
@@ -90,7 +91,9 @@ TEST_F(FortunesBackendsTest, EncodingsAgreeUpToDummyPrefixAndSpaceRunTokens) {
   EXPECT_EQ(*hf_->Encode("a    b"),
             (std::vector<int32_t>{hf_->PieceToId("a"), hf_->PieceToId("    "), hf_->PieceToId("b")}));
   EXPECT_EQ(*hf_->Encode("<bos>"), std::vector<int32_t>{hf_->special().bos});
-  EXPECT_NE(*sp_->Encode("<bos>"), std::vector<int32_t>{sp_->special().bos});
+  EXPECT_EQ(*sp_->Encode("<bos>"), std::vector<int32_t>{sp_->special().bos});
+  EXPECT_EQ(*hf_->Encode("<unk>"), std::vector<int32_t>{hf_->special().unk});
+  EXPECT_NE(*sp_->Encode("<unk>"), std::vector<int32_t>{sp_->special().unk});
 }
 
 TEST_F(FortunesBackendsTest, ChatRenderingUsesTheSameMarkers) {
