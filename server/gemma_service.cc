@@ -3,6 +3,9 @@
 #include <random>
 #include <utility>
 
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/generate_reactor.h"
@@ -11,9 +14,44 @@
 #include "spdlog/spdlog.h"
 
 namespace gemma::server {
+
+// A request as the service's handlers receive it: the message, and whether
+// its bytes parsed. gRPC 1.51's callback handlers answer a message that fails
+// to deserialize with UNIMPLEMENTED and an empty message before any service
+// code runs; deserializing into this wrapper always succeeds, so the handler
+// can answer INVALID_ARGUMENT instead.
+template <typename Message>
+struct ParsedRequest {
+  Message message;
+  bool parsed = false;
+};
+
+}  // namespace gemma::server
+
+template <typename Message>
+class grpc::SerializationTraits<gemma::server::ParsedRequest<Message>, void> {
+ public:
+  static grpc::Status Deserialize(grpc::ByteBuffer* buffer,
+                                  gemma::server::ParsedRequest<Message>* request) {
+    request->parsed =
+        grpc::GenericDeserialize<grpc::ProtoBufferReader, Message>(buffer, &request->message).ok();
+    return grpc::Status::OK;
+  }
+};
+
+namespace gemma::server {
 namespace {
 
 constexpr size_t kMaxRequestIdBytes = 128;
+
+// The generated code's method indices (the order of gemma.proto's rpcs).
+enum MethodIndex { kGenerate, kTokenize, kDetokenize, kGetModelInfo, kGetServerStatus };
+
+grpc::Status Unparsable() {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "the request could not be parsed: malformed protobuf, or a string field "
+                      "that is not valid UTF-8");
+}
 
 grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
@@ -34,7 +72,39 @@ class FailedStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 
 }  // namespace
 
-GemmaService::GemmaService() : id_prefix_(std::random_device{}()) {}
+GemmaService::GemmaService() : id_prefix_(std::random_device{}()) { RegisterParsingHandlers(); }
+
+void GemmaService::RegisterParsingHandlers() {
+  using Stream = grpc::ServerWriteReactor<v1::GenerateResponse>;
+  MarkMethodCallback(
+      kGenerate,
+      new grpc::internal::CallbackServerStreamingHandler<ParsedRequest<v1::GenerateRequest>,
+                                                         v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* context,
+                 const ParsedRequest<v1::GenerateRequest>* request) -> Stream* {
+            if (request->parsed) return Generate(context, &request->message);
+            grpc::Status status = CheckServing(*context);
+            return new FailedStream("-", status.ok() ? Unparsable() : status);
+          }));
+  RegisterUnary(kTokenize, &GemmaService::Tokenize);
+  RegisterUnary(kDetokenize, &GemmaService::Detokenize);
+  RegisterUnary(kGetModelInfo, &GemmaService::GetModelInfo);
+  RegisterUnary(kGetServerStatus, &GemmaService::GetServerStatus);
+}
+
+template <typename Request, typename Response>
+void GemmaService::RegisterUnary(int index, UnaryMethod<Request, Response> method) {
+  MarkMethodCallback(
+      index, new grpc::internal::CallbackUnaryHandler<ParsedRequest<Request>, Response>(
+                 [this, method](grpc::CallbackServerContext* context,
+                                const ParsedRequest<Request>* request, Response* response) {
+                   if (request->parsed) return (this->*method)(context, &request->message, response);
+                   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                   grpc::Status status = CheckServing(*context);
+                   reactor->Finish(status.ok() ? Unparsable() : status);
+                   return reactor;
+                 }));
+}
 
 void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
                           const ops::RequestLimits& limits, const ops::ApiKeyChecker* auth,

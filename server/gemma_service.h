@@ -4,6 +4,10 @@
 // States: loading (every call answers UNAVAILABLE) -> serving -> draining
 // (new calls answer UNAVAILABLE, streams in flight go on).
 //
+// Requests are parsed by the service's own method handlers: a message that does not parse (truncated, garbage, a
+// proto3 string that is not UTF-8) answers INVALID_ARGUMENT, where gRPC's
+// generated callback handlers would answer UNIMPLEMENTED with no message.
+//
 // Thread-safety: handlers run on gRPC threads concurrently; the model is
 // attached once (Attach) before the state turns to serving, and is immutable
 // afterwards.
@@ -69,6 +73,15 @@ class GemmaService final : public v1::Gemma::CallbackService {
 
  private:
   enum class State { kLoading, kServing, kDraining };
+
+  // Replaces the generated handler of every method by one that sees parse
+  // failures (see the class comment).
+  void RegisterParsingHandlers();
+  template <typename Request, typename Response>
+  using UnaryMethod = grpc::ServerUnaryReactor* (GemmaService::*)(grpc::CallbackServerContext*,
+                                                                  const Request*, Response*);
+  template <typename Request, typename Response>
+  void RegisterUnary(int index, UnaryMethod<Request, Response> method);
 
   // OK while serving to an authenticated caller; UNAVAILABLE naming the
   // reason, or UNAUTHENTICATED, otherwise.

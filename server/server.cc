@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/factory/backend_factory.h"
 #include "grpc/health/v1/health.pb.h"
+#include "grpc/reflection/v1/reflection_v1_service.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma::server {
@@ -28,6 +29,8 @@ std::string JoinHostPort(const std::string& host, int port) {
 }
 
 }  // namespace
+
+GemmaServer::GemmaServer(const ServerOptions& options) : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOptions& options) {
   std::unique_ptr<GemmaServer> server(new GemmaServer(options));
@@ -48,6 +51,12 @@ absl::StatusOr<std::unique_ptr<GemmaServer>> GemmaServer::Start(const ServerOpti
                                                           builder, &server->port_);
   if (!listening.ok()) return listening;
   builder.RegisterService(&server->service_);
+  // grpc.reflection.v1 beside the plugin's v1alpha: newer clients ask v1 first.
+  server->reflection_v1_ = std::make_unique<reflection::ReflectionV1Service>(
+      std::vector<std::string>{kServiceName, "grpc.health.v1.Health",
+                               "grpc.reflection.v1.ServerReflection",
+                               "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(server->reflection_v1_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

@@ -21,6 +21,10 @@
 #include "server/ops/operations.h"
 #include "server/ops/ops_options.h"
 
+namespace gemma::reflection {
+class ReflectionV1Service;
+}  // namespace gemma::reflection
+
 namespace gemma::server {
 
 struct ServerOptions {
@@ -77,7 +81,7 @@ class GemmaServer {
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }
 
  private:
-  explicit GemmaServer(const ServerOptions& options) : options_(options) {}
+  explicit GemmaServer(const ServerOptions& options);
   void SetHealth(bool serving);
   absl::Status StartHttp();  // the OpenAI-compatible front, when asked
   v1::ModelInfo DescribeModel() const;
@@ -94,6 +98,7 @@ class GemmaServer {
   std::unique_ptr<ChatTemplate> chat_template_;  // null: the built-in Gemma 4 template
   std::string chat_template_origin_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<reflection::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::HttpFront> http_;  // null when off
   bool drained_ = false;

@@ -1,15 +1,31 @@
 #include "server/ops/auth.h"
 
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma::server::ops {
 namespace {
 
-constexpr char kBearer[] = "Bearer ";
+constexpr std::string_view kBearer = "bearer";
+
+// The credentials of an `authorization` value in the Bearer scheme, whose
+// name is case-insensitive (RFC 6750 section 2.1, RFC 7235 section 2.1);
+// nullopt for another scheme.
+std::optional<std::string_view> BearerCredentials(std::string_view header) {
+  if (header.size() <= kBearer.size() || header[kBearer.size()] != ' ' ||
+      !absl::EqualsIgnoreCase(absl::string_view(header.data(), kBearer.size()),
+                              absl::string_view(kBearer.data(), kBearer.size()))) {
+    return std::nullopt;
+  }
+  header.remove_prefix(kBearer.size());
+  while (!header.empty() && header.front() == ' ') header.remove_prefix(1);
+  return header;
+}
 
 // Compares in time independent of where the strings differ, so a caller
 // cannot find a key byte by byte from response times.
@@ -63,9 +79,9 @@ grpc::Status ApiKeyChecker::Check(const grpc::ServerContextBase& context) const 
   std::string reason;
   if (it == metadata.end()) {
     reason = "missing 'authorization: Bearer <key>' metadata";
-  } else if (header.substr(0, sizeof(kBearer) - 1) != kBearer) {
+  } else if (!BearerCredentials(header)) {
     reason = "the authorization metadata is not 'Bearer <key>'";
-  } else if (!IsKnownKey(header.substr(sizeof(kBearer) - 1))) {
+  } else if (!IsKnownKey(*BearerCredentials(header))) {
     reason = "unknown API key";
   } else {
     return grpc::Status::OK;

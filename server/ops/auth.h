@@ -1,5 +1,6 @@
 // API-key authentication: with keys configured, every gemma.v1 call needs
-// `authorization: Bearer <key>` metadata, else UNAUTHENTICATED;
+// `authorization: Bearer <key>` metadata (the scheme's name in any case, as
+// RFC 6750 allows), else UNAUTHENTICATED;
 // grpc.health.v1 and server reflection stay open (probes, grpcurl).
 //
 // Why a check the service calls first in each gemma.v1 handler, rather than
