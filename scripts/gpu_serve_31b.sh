@@ -8,8 +8,9 @@
 # default 3; concurrency 1: 2 requests) so TTFT is measured past the first,
 # synchronized wave. SAMPLED=1 adds a run at the
 # highest level with temperature 0.8 (device sampling); WEIGHTS=fp8 serves
-# FP8 weights, KV=fp8 an FP8 KV cache (--kv-cache-dtype). Logs and JSON go
-# to $OUT; a short table comes last.
+# FP8 weights, KV=fp8 an FP8 KV cache (--kv-cache-dtype); PROTOCOL=openai
+# drives the OpenAI-compatible HTTP API (streaming /v1/completions on
+# --http-port) instead of gRPC. Logs and JSON go to $OUT; a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_serve_31b.sh [concurrency...]
 set -uo pipefail
 b=${BUNDLE:-.device/bundle}
@@ -23,9 +24,11 @@ out_len=${OUT_LEN:-1024}
 waves=${WAVES:-2}
 waves_top=${WAVES_TOP:-3}
 port=50152
+http_port=8152
+protocol=${PROTOCOL:-grpc}
 slots=${SLOTS:-64}
 "$b/bin/gemma-serve" --model tests/data/gemma4-31b --random-weights \
-  --tokenizer models/gemma4-fortunes/tokenizer.model --backend cuda --port $port \
+  --tokenizer models/gemma4-fortunes/tokenizer.model --backend cuda --port $port --http-port $http_port \
   --max-concurrent-sequences $slots --max-context $((in_len + out_len + 64)) --max-tokens-per-step 2048 \
   --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} \
   --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
@@ -43,7 +46,8 @@ for run in "${runs[@]}"; do
   w=$waves; [ "$c" = "${levels[-1]}" ] && w=$waves_top
   n=$(( c == 1 ? 2 : w * c ))
   tag="c$c"; [ "$temp" != 0 ] && tag="c${c}_t$temp"
-  "$b/bin/gemma-loadgen" --addr 127.0.0.1:$port --concurrency "$c" --num-requests "$n" --warmup-requests 0 \
+  [ "$protocol" != grpc ] && tag="${protocol}_$tag"
+  "$b/bin/gemma-loadgen" --protocol "$protocol" --addr 127.0.0.1:$port --http-addr 127.0.0.1:$http_port --concurrency "$c" --num-requests "$n" --warmup-requests 0 \
     --input-len $in_len --output-len $out_len --ignore-eos --temperature "$temp" \
     --json "$out/loadgen_$tag.json" > "$out/loadgen_$tag.txt" 2>&1
   rc=$?

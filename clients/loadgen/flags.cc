@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "CLI/CLI.hpp"
 
@@ -9,7 +10,15 @@ namespace gemma::loadgen {
 namespace {
 
 void AddConnectionFlags(CLI::App& app, LoadgenOptions& o) {
-  app.add_option("--addr", o.addr, "server address host:port")->capture_default_str();
+  app.add_option("--protocol", o.protocol,
+                 "grpc (gemma.v1 Generate) or openai (streaming /v1/completions over HTTP)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, Protocol>{{"grpc", Protocol::kGrpc}, {"openai", Protocol::kOpenAi}}))
+      ->capture_default_str();
+  app.add_option("--addr", o.addr, "gRPC address host:port (openai: asked for the model's limits)")
+      ->capture_default_str();
+  app.add_option("--http-addr", o.http_addr, "with --protocol openai: the HTTP API's host:port")
+      ->capture_default_str();
   app.add_option("--api-key", o.api_key, "sent as 'authorization: Bearer KEY' metadata");
   app.add_option("--num-channels", o.num_channels, "gRPC channels (connections) to spread over")
       ->check(CLI::PositiveNumber)->capture_default_str();

@@ -7,9 +7,16 @@
 
 namespace gemma::loadgen {
 
+enum class Protocol { kGrpc, kOpenAi };
+
 struct LoadgenOptions {
+  // kGrpc: gemma.v1 Generate streams at `addr`; kOpenAi: streaming
+  // /v1/completions at `http_addr` (the model's limits still come from
+  // GetModelInfo at `addr`: the OpenAI API does not name the vocabulary size).
+  Protocol protocol = Protocol::kGrpc;
   std::string addr = "127.0.0.1:50051";
-  std::string api_key;                // sent as "authorization: Bearer <key>" when set
+  std::string http_addr = "127.0.0.1:8000";
+  std::string api_key;                // sent as "authorization: Bearer <key>" (both protocols)
   int num_channels = 4;               // separate HTTP/2 connections, requests round-robin
   // Arrival process: a fixed number of streams in flight (closed loop), or
   // Poisson arrivals at `request_rate` (open loop, inf = all at once) with an

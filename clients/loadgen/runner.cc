@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "clients/loadgen/openai_call.h"
+
 namespace gemma::loadgen {
 namespace {
 
@@ -55,7 +57,9 @@ void PrepareSetupCall(const CallSettings& settings, grpc::ClientContext* context
 }  // namespace
 
 LoadRunner::LoadRunner(const LoadgenOptions& options)
-    : settings_{options.api_key, options.timeout_s, options.ignore_eos, options.temperature,
+    : protocol_(options.protocol),
+      http_addr_(options.http_addr),
+      settings_{options.api_key, options.timeout_s, options.ignore_eos, options.temperature,
                 options.seed},
       request_id_prefix_("loadgen-" + RandomHex32()) {
   for (int i = 0; i < options.num_channels; ++i) {
@@ -112,6 +116,25 @@ bool LoadRunner::FetchModelLimits(ModelLimits* limits, std::string* error) {
   return true;
 }
 
+void LoadRunner::StartRequest(const RequestSpec& spec, int index, const std::string& request_id,
+                              RunOutcome* outcome, std::function<void()> done) {
+  if (protocol_ == Protocol::kOpenAi) {
+    // A thread per stream: HTTP/1.1 holds one stream per connection, and the
+    // limiter bounds how many are open.
+    std::thread([this, spec, index, outcome, done = std::move(done)] {
+      outcome->results[index] = RunCompletion(http_addr_, spec, settings_, index);
+      done();
+    }).detach();
+    return;
+  }
+  v1::GenerateRequest request = MakeGenerateRequest(spec, settings_, index, request_id);
+  GenerateCall::Start(stubs_[index % stubs_.size()].get(), std::move(request), settings_,
+                      [outcome, index, done = std::move(done)](RequestResult result) {
+                        outcome->results[index] = std::move(result);
+                        done();
+                      });
+}
+
 RunOutcome LoadRunner::Run(const std::vector<RequestSpec>& specs,
                            const std::vector<double>& arrivals_s, int max_in_flight) {
   using Clock = std::chrono::steady_clock;
@@ -125,15 +148,10 @@ RunOutcome LoadRunner::Run(const std::vector<RequestSpec>& specs,
         start + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(arrivals_s[i])));
     limiter.Acquire();
-    v1::GenerateRequest request = MakeGenerateRequest(specs[i], settings_, static_cast<int>(i),
-                                                      run_prefix + std::to_string(i));
     // Each call writes only its own slot; WaitIdle orders those writes
     // before the reads below.
-    GenerateCall::Start(stubs_[i % stubs_.size()].get(), std::move(request), settings_,
-                        [&outcome, &limiter, i](RequestResult result) {
-                          outcome.results[i] = std::move(result);
-                          limiter.Release();
-                        });
+    StartRequest(specs[i], static_cast<int>(i), run_prefix + std::to_string(i), &outcome,
+                 [&limiter] { limiter.Release(); });
   }
   limiter.WaitIdle();
   outcome.duration_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -3,6 +3,7 @@
 // in flight.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ class LoadRunner {
                  int max_in_flight);
 
  private:
+  // Starts request i (its result lands in `outcome->results[i]`), then
+  // calls `done` on the thread that finished it.
+  void StartRequest(const RequestSpec& spec, int index, const std::string& request_id,
+                    RunOutcome* outcome, std::function<void()> done);
+
+  Protocol protocol_;
+  std::string http_addr_;
   CallSettings settings_;
   std::string request_id_prefix_;  // random per process: concurrent loadgens never collide
   int num_runs_ = 0;
