@@ -87,10 +87,13 @@ class EventStreamReader {
     }
     const auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;
-    const Json& text = (*choices)[0]["text"];
-    if (text.is_string() && !text.get_ref<const std::string&>().empty()) {
-      chunk_times_.push_back(now);
-    }
+    // Every chunk with a choice carries new tokens (the server sends one per
+    // batch of tokens, even when they decode to no text yet); the last one
+    // may carry only the finish reason.
+    const Json& choice = (*choices)[0];
+    const Json& text = choice["text"];
+    const bool has_text = text.is_string() && !text.get_ref<const std::string&>().empty();
+    if (has_text || choice.value("finish_reason", Json()).is_null()) chunk_times_.push_back(now);
   }
 
   const Clock::time_point sent_;
@@ -169,7 +172,9 @@ RequestResult RunCompletion(const std::string& http_addr, const RequestSpec& spe
   while (!ec && !parser.is_done()) {
     parser.get().body().data = bytes;
     parser.get().body().size = sizeof(bytes);
-    http::read(stream, buffer, parser, ec);
+    // read_some: hand each event over as it arrives (read() would wait for
+    // the whole 16 KiB buffer, batching the chunk times).
+    http::read_some(stream, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     reader.Feed(std::string_view(bytes, sizeof(bytes) - parser.get().body().size), Clock::now());
   }

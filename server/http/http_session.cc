@@ -103,6 +103,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
     if (ec == bhttp::error::body_limit) {
       in_exchange_ = true;
       keep_alive_ = false;
+      linger_ = true;  // the client is still sending its body
       const ApiError error{413, absl::StrFormat("the request body is larger than %d bytes",
                                                 options_.max_body_bytes), ""};
       return Respond(413, "application/json", error.Body());
@@ -163,6 +164,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
     in_exchange_ = false;
     end_after_flush_ = false;
     on_gone_ = nullptr;
+    if (!ec && linger_) return LingerThenClose();
     if (ec || !keep_alive_) return Close();
     if constexpr (!kTls) {
       // Ends the close watch, which must not outlive its exchange.
@@ -170,6 +172,33 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
       Lowest().socket().cancel(ignored);
     }
     ReadRequest();
+  }
+
+  // Closing a socket that still has unread bytes resets the connection, and
+  // the client may lose the reply it has not read yet (a 413 sent while the
+  // body is still coming). So: stop sending, read and drop what arrives for
+  // at most kLingerTime, then close.
+  void LingerThenClose() {
+    if constexpr (kTls) {
+      Close();
+    } else {
+      constexpr std::chrono::seconds kLingerTime{2};
+      beast::error_code ignored;
+      Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Lowest().expires_after(kLingerTime);
+      DrainSome();
+    }
+  }
+
+  void DrainSome() {
+    if constexpr (!kTls) {
+      drain_.resize(16384);
+      Lowest().async_read_some(boost::asio::buffer(drain_),
+                               [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->DrainSome();
+                               });
+    }
   }
 
   void Close() {
@@ -186,6 +215,8 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool keep_alive_ = true;
+  bool linger_ = false;      // drain the client's bytes before closing
+  std::vector<char> drain_;  // where drained bytes go
   bool in_exchange_ = false;
   uint64_t exchange_seq_ = 0;
   bool closed_ = false;
