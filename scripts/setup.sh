@@ -54,6 +54,9 @@ if command -v npm >/dev/null && [ ! -d build/npm/node_modules/openai ]; then
   npm install --silent --prefix build/npm openai || echo "setup: npm install openai failed; the SDK test is skipped"
 fi
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths inside the checkout are hashed relative to it, so a clone in another
+# folder (CI's) reuses what an earlier build compiled.
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 cmake --preset release >/dev/null
 cmake --build build -j "$jobs"
 echo "setup: built into build/ (binaries in build/bin)"
