@@ -1,5 +1,9 @@
 #include "server/http/http_session.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -128,9 +132,16 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
           tcp::socket::wait_read,
           [self = this->shared_from_this(), seq = exchange_seq_](beast::error_code ec) {
             if (ec || seq != self->exchange_seq_ || !self->in_exchange_) return;
-            beast::error_code available_ec;
-            if (self->Lowest().socket().available(available_ec) == 0 || available_ec) {
+            // A peek tells the cases apart: 0 bytes is the client's EOF; no
+            // data yet is a spurious wake-up (watch again); bytes are a
+            // pipelined request (the client is there).
+            char byte = 0;
+            const ssize_t n = ::recv(self->Lowest().socket().native_handle(), &byte, 1,
+                                     MSG_PEEK | MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
               self->ClientGone();
+            } else if (n < 0) {
+              self->WatchForClose();
             }
           });
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/http/generation_call.h"
+#include "server/ops/auth.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
 
@@ -28,27 +29,14 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 }  // namespace
 
 bool IsAuthorized(std::string_view authorization, const std::vector<std::string>& keys) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (absl::ascii_tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return false;
+  // HTTP field values may end in whitespace the parser kept.
+  while (!authorization.empty() && absl::ascii_isspace(static_cast<unsigned char>(authorization.back()))) {
+    authorization.remove_suffix(1);
   }
-  std::string_view key = authorization.substr(kScheme.size());
-  while (!key.empty() && absl::ascii_isspace(static_cast<unsigned char>(key.front()))) key.remove_prefix(1);
-  while (!key.empty() && absl::ascii_isspace(static_cast<unsigned char>(key.back()))) key.remove_suffix(1);
-  bool known = false;
-  for (const std::string& k : keys) known |= ConstantTimeEquals(k, key);
-  return known;
+  return ops::IsAuthorizedBearer(authorization, keys);
 }
 
 OpenAiApi::OpenAiApi(std::vector<std::string> api_keys, std::string served_model_name)

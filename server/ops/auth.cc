@@ -64,6 +64,14 @@ absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::stri
   return keys;
 }
 
+bool IsAuthorizedBearer(std::string_view authorization, const std::vector<std::string>& keys) {
+  const std::optional<std::string_view> key = BearerCredentials(authorization);
+  if (!key.has_value()) return false;
+  bool known = false;
+  for (const std::string& k : keys) known |= ConstantTimeEquals(k, *key);
+  return known;
+}
+
 bool ApiKeyChecker::IsKnownKey(std::string_view key) const {
   bool known = false;
   for (const std::string& k : keys_) known |= ConstantTimeEquals(k, key);

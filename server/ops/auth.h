@@ -32,6 +32,11 @@ namespace gemma::server::ops {
 absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::string>& flag_keys,
                                                      const std::string& key_file);
 
+// Whether an `authorization` value is "Bearer KEY" (the scheme in any case,
+// RFC 6750) with KEY among `keys`, compared in constant time. The gRPC
+// metadata check and the HTTP front both use it.
+bool IsAuthorizedBearer(std::string_view authorization, const std::vector<std::string>& keys);
+
 class ApiKeyChecker {
  public:
   // No keys: every call passes.
