@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -150,33 +148,18 @@ absl::Status GemmaServer::Load() {
 }
 
 // --chat-template FILE, else the model directory's template, else the
-// built-in Gemma 4 one (chat_template_ stays null).
+// built-in Gemma 4 one.
 absl::Status GemmaServer::LoadChatTemplate() {
-  absl::StatusOr<ChatTemplate> loaded = absl::NotFoundError("no template");
-  if (!options_.chat_template_path.empty()) {
-    std::ifstream in(options_.chat_template_path, std::ios::binary);
-    std::stringstream source;
-    source << in.rdbuf();
-    if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat("--chat-template: cannot read ", options_.chat_template_path));
+  absl::StatusOr<ChatTemplate> loaded =
+      LoadServingChatTemplate(options_.chat_template_path, options_.model_dir);
+  if (!loaded.ok()) {
+    if (!options_.chat_template_path.empty() && absl::IsNotFound(loaded.status())) {
+      return absl::NotFoundError(absl::StrCat("--chat-template: ", loaded.status().message()));
     }
-    loaded = ChatTemplate::Parse(source.str(), options_.chat_template_path);
-    chat_template_origin_ = options_.chat_template_path;
-  } else {
-    loaded = ChatTemplate::LoadFromModelDir(options_.model_dir);
-    chat_template_origin_ = options_.model_dir;
-  }
-  if (loaded.ok()) {
-    chat_template_ = std::make_unique<ChatTemplate>(*std::move(loaded));
-    return absl::OkStatus();
-  }
-  if (!absl::IsNotFound(loaded.status()) || !options_.chat_template_path.empty()) {
     return loaded.status();
   }
-  chat_template_origin_ = "built-in gemma4 template";
-  spdlog::info("{} has no chat template: using the built-in Gemma 4 template",
-               options_.model_dir);
+  chat_template_ = std::make_unique<ChatTemplate>(*std::move(loaded));
+  spdlog::info("chat template: {}", chat_template_->origin());
   return absl::OkStatus();
 }
 
@@ -228,7 +211,7 @@ v1::ModelInfo GemmaServer::DescribeModel() const {
                 tokenizer_->special().eos) == config.eos_token_ids.end()) {
     info.add_eos_token_ids(tokenizer_->special().eos);
   }
-  info.set_chat_template(chat_template_origin_);
+  info.set_chat_template(chat_template_->origin());
   return info;
 }
 

@@ -12,7 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
-#include "engine/chat/chat_template.h"
+#include "engine/chat/chat_prompt.h"
 #include "engine/factory/backend_factory.h"
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -95,8 +95,7 @@ class GemmaServer {
   // ops_ before engine_: the engine's callbacks reach it until it is gone.
   std::unique_ptr<ops::Operations> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ChatTemplate> chat_template_;  // null: the built-in Gemma 4 template
-  std::string chat_template_origin_;
+  std::unique_ptr<ChatTemplate> chat_template_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<reflection::ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;

@@ -26,6 +26,16 @@ bool ChatEnablesThinking(const ChatInput& chat) {
   return it != chat.template_kwargs.end() && it->is_boolean() && it->get<bool>();
 }
 
+absl::StatusOr<ChatTemplate> LoadServingChatTemplate(const std::string& template_file,
+                                                     const std::string& model_dir) {
+  if (!template_file.empty()) return ChatTemplate::LoadFile(template_file);
+  if (!model_dir.empty()) {
+    absl::StatusOr<ChatTemplate> loaded = ChatTemplate::LoadFromModelDir(model_dir);
+    if (loaded.ok() || !absl::IsNotFound(loaded.status())) return loaded;
+  }
+  return DefaultGemma4ChatTemplate();
+}
+
 const ChatTemplate& DefaultGemma4ChatTemplate() {
   // Parsed once; the source is a constant of the binary, tested to parse.
   static const ChatTemplate* const kTemplate = [] {

@@ -44,4 +44,10 @@ bool ChatEnablesThinking(const ChatInput& chat);
 // binary: what a model directory without a template of its own gets.
 const ChatTemplate& DefaultGemma4ChatTemplate();
 
+// The template a server (or gemma-tokenize) renders with: `template_file`
+// when given, else the model directory's (LoadFromModelDir), else the
+// built-in Gemma 4 one. Errors: an unreadable or unsupported template.
+absl::StatusOr<ChatTemplate> LoadServingChatTemplate(const std::string& template_file,
+                                                     const std::string& model_dir);
+
 }  // namespace gemma

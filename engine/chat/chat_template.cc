@@ -38,6 +38,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source, std::string
   }
 }
 
+absl::StatusOr<ChatTemplate> ChatTemplate::LoadFile(const std::string& path) {
+  std::optional<std::string> text = ReadFile(path);
+  if (!text) return absl::NotFoundError("cannot read chat template " + path);
+  return Parse(std::move(*text), path);
+}
+
 absl::StatusOr<ChatTemplate> ChatTemplate::LoadFromModelDir(const std::string& dir) {
   const std::filesystem::path root(dir);
   if (auto text = ReadFile(root / "chat_template.jinja")) {
@@ -48,10 +54,20 @@ absl::StatusOr<ChatTemplate> ChatTemplate::LoadFromModelDir(const std::string& d
   if (!config_text) return absl::NotFoundError("no chat_template.jinja or tokenizer_config.json in " + dir);
   const auto config = nlohmann::ordered_json::parse(*config_text, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return absl::InvalidArgumentError(config_path.string() + ": not valid JSON");
-  if (!config.contains("chat_template") || !config["chat_template"].is_string()) {
-    return absl::NotFoundError(config_path.string() + " has no \"chat_template\" string");
+  const auto found = config.find("chat_template");
+  if (found != config.end() && found->is_array()) {
+    // transformers' named templates: the "default" one serves plain chats.
+    for (const auto& entry : *found) {
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string()) {
+        return Parse(entry["template"].get<std::string>(), config_path.string() + ":chat_template[default]");
+      }
+    }
   }
-  return Parse(config["chat_template"].get<std::string>(), config_path.string() + ":chat_template");
+  if (found == config.end() || !found->is_string()) {
+    return absl::NotFoundError(config_path.string() + " has no \"chat_template\" string or \"default\" entry");
+  }
+  return Parse(found->get<std::string>(), config_path.string() + ":chat_template");
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& messages,

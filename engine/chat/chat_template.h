@@ -20,8 +20,12 @@ class ChatTemplate {
   // an unknown filter or test, ...) is INVALID_ARGUMENT "origin:line: message naming the construct".
   static absl::StatusOr<ChatTemplate> Parse(std::string source, std::string origin);
 
-  // Reads `dir`/chat_template.jinja, else the "chat_template" string of
-  // `dir`/tokenizer_config.json; NOT_FOUND when neither exists.
+  // Parses the file at `path`; NOT_FOUND naming it when it cannot be read.
+  static absl::StatusOr<ChatTemplate> LoadFile(const std::string& path);
+
+  // Reads `dir`/chat_template.jinja, else the "chat_template" of
+  // `dir`/tokenizer_config.json (a string, or a list of {"name", "template"}
+  // whose "default" entry is taken); NOT_FOUND when neither exists.
   static absl::StatusOr<ChatTemplate> LoadFromModelDir(const std::string& dir);
 
   // Renders with the variables transformers passes: `messages`, `tools` (None when `tools` is

@@ -29,7 +29,12 @@ void IncrementalDetokenizer::SetContext(std::span<const int32_t> context_ids) {
   const size_t keep = std::min(context_ids.size(), kContextTail);
   ids_.assign(context_ids.end() - keep, context_ids.end());
   read_offset_ = ids_.size();
+  MoveWindow();
+}
+
+void IncrementalDetokenizer::MoveWindow() {
   prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_);
+  prefix_text_ = DecodeRange(prefix_offset_, read_offset_);
 }
 
 std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
@@ -48,21 +53,21 @@ size_t IncrementalDetokenizer::WindowStart(size_t start, size_t read) const {
 
 std::string IncrementalDetokenizer::Push(int32_t token_id) {
   ids_.push_back(token_id);
-  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
   const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
-  if (new_text.size() <= prefix_text.size() || EndsWithReplacement(new_text)) return "";
-  std::string delta = new_text.substr(prefix_text.size());
+  if (new_text.size() <= prefix_text_.size() || EndsWithReplacement(new_text)) return "";
+  std::string delta = new_text.substr(prefix_text_.size());
   read_offset_ = ids_.size();
-  prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_);
+  MoveWindow();
   return delta;
 }
 
 std::string IncrementalDetokenizer::Flush() {
-  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
   const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
+  const size_t done = prefix_text_.size();
   read_offset_ = ids_.size();
-  if (new_text.size() <= prefix_text.size()) return "";
-  return new_text.substr(prefix_text.size());
+  MoveWindow();
+  if (new_text.size() <= done) return "";
+  return new_text.substr(done);
 }
 
 }  // namespace gemma

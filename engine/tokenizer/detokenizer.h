@@ -37,12 +37,15 @@ class IncrementalDetokenizer {
   // Moves `start` back so that it does not cut a byte-fallback run and the
   // window before `read` decodes to some text (when there is any before it).
   size_t WindowStart(size_t start, size_t read) const;
+  // After read_offset_ moved: a new window start and its decoded prefix.
+  void MoveWindow();
 
   const Tokenizer* tokenizer_;
   bool skip_special_tokens_;
   std::vector<int32_t> ids_;  // context tail + pushed tokens
   size_t prefix_offset_ = 0;  // window start: text before read_offset_ is already out
   size_t read_offset_ = 0;    // first token whose text is not out yet
+  std::string prefix_text_;   // Decode(ids_[prefix_offset_, read_offset_))
 };
 
 }  // namespace gemma

@@ -10,9 +10,7 @@
 // text as a JSON string instead; --decode reads JSON arrays of ids and prints
 // JSON strings. Bad input: a message naming the line, exit 1.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -37,21 +35,6 @@ struct Flags {
 int Fail(const std::string& message) {
   std::cerr << "gemma-tokenize: " << message << "\n";
   return 1;
-}
-
-absl::StatusOr<gemma::ChatTemplate> LoadTemplate(const Flags& f) {
-  if (!f.chat_template.empty()) {
-    std::ifstream in(f.chat_template, std::ios::binary);
-    std::stringstream source;
-    source << in.rdbuf();
-    if (!in) return absl::NotFoundError("cannot read --chat-template " + f.chat_template);
-    return gemma::ChatTemplate::Parse(source.str(), f.chat_template);
-  }
-  if (!f.model.empty()) {
-    absl::StatusOr<gemma::ChatTemplate> loaded = gemma::ChatTemplate::LoadFromModelDir(f.model);
-    if (loaded.ok() || !absl::IsNotFound(loaded.status())) return loaded;
-  }
-  return gemma::DefaultGemma4ChatTemplate();
 }
 
 // apply_chat_template's keyword arguments: the known ones, the rest are
@@ -135,7 +118,8 @@ int main(int argc, char** argv) {
 
   auto tokenizer = gemma::Tokenizer::Load(!f.tokenizer.empty() ? f.tokenizer : f.model);
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString());
-  absl::StatusOr<gemma::ChatTemplate> chat_template = LoadTemplate(f);
+  absl::StatusOr<gemma::ChatTemplate> chat_template =
+      gemma::LoadServingChatTemplate(f.chat_template, f.model);
   if (!chat_template.ok()) return Fail(chat_template.status().ToString());
 
   std::string line;

@@ -36,6 +36,13 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Every key is compared, so the time does not tell which one matched.
+bool IsAmong(std::string_view key, const std::vector<std::string>& keys) {
+  bool known = false;
+  for (const std::string& k : keys) known |= ConstantTimeEquals(k, key);
+  return known;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::string>& flag_keys,
@@ -66,17 +73,10 @@ absl::StatusOr<std::vector<std::string>> LoadApiKeys(const std::vector<std::stri
 
 bool IsAuthorizedBearer(std::string_view authorization, const std::vector<std::string>& keys) {
   const std::optional<std::string_view> key = BearerCredentials(authorization);
-  if (!key.has_value()) return false;
-  bool known = false;
-  for (const std::string& k : keys) known |= ConstantTimeEquals(k, *key);
-  return known;
+  return key.has_value() && IsAmong(*key, keys);
 }
 
-bool ApiKeyChecker::IsKnownKey(std::string_view key) const {
-  bool known = false;
-  for (const std::string& k : keys_) known |= ConstantTimeEquals(k, key);
-  return known;
-}
+bool ApiKeyChecker::IsKnownKey(std::string_view key) const { return IsAmong(key, keys_); }
 
 grpc::Status ApiKeyChecker::Check(const grpc::ServerContextBase& context) const {
   if (keys_.empty()) return grpc::Status::OK;

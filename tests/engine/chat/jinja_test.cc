@@ -1,5 +1,9 @@
 // Unit tests of the Jinja interpreter behind ChatTemplate, one construct at a time. Expected
 // strings are what Python jinja2 3.1 renders with transformers' settings.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -157,6 +161,24 @@ TEST(ChatTemplateApi, LoadFromModelDir) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(ChatTemplate::LoadFromModelDir("/nonexistent-dir").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ChatTemplateApi, NamedTemplatesTakeTheDefaultOneAndFilesLoad) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("named-templates-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D{{ bos_token }}"}]})";
+  absl::StatusOr<ChatTemplate> named = ChatTemplate::LoadFromModelDir(dir.string());
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(*named->Render(Json::array(), nullptr, true, Json::object(), "<b>", "<e>"), "D<b>");
+  std::ofstream(dir / "other.jinja") << "F{{ eos_token }}";
+  absl::StatusOr<ChatTemplate> file = ChatTemplate::LoadFile((dir / "other.jinja").string());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*file->Render(Json::array(), nullptr, true, Json::object(), "<b>", "<e>"), "F<e>");
+  EXPECT_EQ(ChatTemplate::LoadFile((dir / "missing.jinja").string()).status().code(),
+            absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ChatTemplateApi, ConcurrentRendersAgree) {
