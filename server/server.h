@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/chat/chat_prompt.h"
-#include "engine/factory/backend_factory.h"
+#include "engine/core/backend_options.h"
 #include "engine/core/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "server/gemma_service.h"

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/core/backend.h"
-#include "engine/factory/backend_factory.h"
+#include "engine/core/backend_options.h"
 
 namespace gemma {
 

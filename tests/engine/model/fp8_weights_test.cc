@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "engine/factory/backend_factory.h"
+#include "engine/core/backend_options.h"
 #include "engine/model/weights.h"
 #include "tests/engine/model/test_util.h"
 

@@ -1,0 +1,69 @@
+// What a backend is built from: which backend, the model, and the dtypes and
+// sizes of its weights and KV cache. Plain data (plus the flag parsers), so
+// the factory, every backend and the front ends share it without depending
+// on one another.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace gemma {
+
+// How the CUDA backend stores the linear layers' weights. FP8 is E4M3 with a
+// per-output-channel scale (quantized at load time from a bf16 checkpoint, or
+// read from a pre-quantized one); embedding and norms stay bf16/fp32, the LM
+// head follows BackendOptions::lm_head.
+enum class WeightDType { kBF16, kFP8 };
+
+// Parses a --weights value ("bf16" or "fp8"); the error names `flag` and the
+// value.
+inline absl::StatusOr<WeightDType> ParseWeightDType(std::string_view flag, std::string_view value) {
+  if (value == "bf16") return WeightDType::kBF16;
+  if (value == "fp8") return WeightDType::kFP8;
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), " must be bf16 or fp8, got '", std::string(value), "'"));
+}
+inline std::string_view WeightDTypeName(WeightDType d) { return d == WeightDType::kFP8 ? "fp8" : "bf16"; }
+
+// How the CUDA backend stores the KV cache: bf16, or FP8 E4M3 with unit
+// scale (vLLM's --kv-cache-dtype fp8 without calibrated scales; Gemma 4's K
+// and V are RMS-normalized, so O(1)): half the bytes per token, so twice the
+// tokens in the same memory and half the attention reads of a decode step.
+enum class KvCacheDType { kBF16, kFP8 };
+
+// Parses a --kv-cache-dtype value: "auto" (the model's dtype: bf16), "bf16",
+// "fp8" or "fp8_e4m3" (vLLM's names); the error names `flag` and the value.
+inline absl::StatusOr<KvCacheDType> ParseKvCacheDType(std::string_view flag, std::string_view value) {
+  if (value == "auto" || value == "bf16") return KvCacheDType::kBF16;
+  if (value == "fp8" || value == "fp8_e4m3") return KvCacheDType::kFP8;
+  return absl::InvalidArgumentError(absl::StrCat(std::string(flag), " must be auto, bf16, fp8 or fp8_e4m3, got '",
+                                                 std::string(value), "'"));
+}
+inline std::string_view KvCacheDTypeName(KvCacheDType d) { return d == KvCacheDType::kFP8 ? "fp8" : "bf16"; }
+
+struct BackendOptions {
+  std::string backend = "auto";   // cpu | cuda | auto (cuda when a GPU is present)
+  std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
+  bool random_weights = false;    // cuda only: real shapes, deterministic random weights
+  WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 linear layers
+  // cuda only: the LM head's dtype (an E4M3 copy of the tied embedding, which
+  // itself stays bf16); unset = the same as `weights`. fp8 needs fp8 weights.
+  std::optional<WeightDType> lm_head;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda only: fp8 halves the KV bytes
+  int max_slots = 8;              // sequences that can be in flight together
+  int max_context = 4096;         // tokens per sequence (capped by the model's max)
+  int num_threads = 0;            // cpu: 0 = all cores
+  bool use_cuda_graphs = true;    // cuda: replay the captured decode step
+  int kv_block_size = 16;         // tokens per KV block; cuda: 0 = per-slot caches
+  // Blocks per pool; 0 = cpu: max_slots full contexts, cuda: sized from free
+  // GPU memory (cuda: the global pool; the sliding pool holds every slot's window).
+  int num_kv_blocks = 0;
+  double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory this process may fill
+  int max_tokens_per_step = 0;    // the engine's step budget, if known (cuda: sizes the sliding pool)
+};
+
+}  // namespace gemma
