@@ -36,7 +36,8 @@ struct AttentionParams {
   bool ring = false;           // position p at p % capacity
   int num_heads = 0;
   int num_kv_heads = 0;        // q head h uses kv head h / (num_heads / num_kv_heads)
-  int head_dim = 0;            // 16, 32, 64, 128, 256, 512
+  int head_dim = 0;            // a multiple of 16 up to 512 (instances: 32, 64, 128, 256, 512;
+                               // the others run the next larger one zero-padded, untuned)
   int window = 0;              // 0: causal only; else query t sees keys u with t - u < window
   float scale = 1.0f;          // Gemma 4: 1.0
   // Sequences (device arrays). Sequence i's queries are tokens

@@ -99,7 +99,10 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
            "], got " + std::to_string(num_splits);
   if (num_splits > 1 && workspace == nullptr)
     return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
-  const attention::KernelEntry& e = attention::TableForHeadDim(params.head_dim)->decode;
+  // A head_dim without an instance of its own runs the next one's padded build.
+  const attention::KernelTable* own = attention::TableForHeadDim(params.head_dim);
+  const attention::KernelEntry& e =
+      own != nullptr ? own->decode : attention::PaddedTableForHeadDim(params.head_dim)->padded;
   if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
 
   attention::KernelParams k = attention::ToKernelParams(params);

@@ -33,6 +33,7 @@ struct KernelParams {
   int block_shift;           // log2(block_size)
   bool pdl = false;          // launched with programmatic dependent launch (decode)
   bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale): launch_fp8 instances only
+  int head_dim = 0;          // of q, k, v, out: D, or below it for the padded builds
 };
 
 // One compiled instance of the tile kernel.
@@ -54,10 +55,20 @@ struct KernelTable {
   std::vector<KernelEntry> prefill;  // autotune candidates, pruned at compile time
   int default_prefill = 0;           // index into prefill
   KernelEntry decode;                // block_m == 16: one row per head of a KV group
+  // The decode shape for head_dims below D that have no instance (zero-padded
+  // to D in shared memory); prefill and decode both run it.
+  KernelEntry padded;
 };
 
-// The one head_dim dispatch point: nullptr for head_dims not compiled
-// (instances: 32, 64, 128, 256, 512).
+// Instances: 32, 64, 128, 256, 512; the other multiples of 16 up to 512 run
+// the next larger one's padded build.
+inline constexpr int kMaxHeadDim = 512;
+
+// The one head_dim dispatch point: the table of head_dim's own instance, or
+// nullptr.
 const KernelTable* TableForHeadDim(int head_dim);
+// For a multiple of 16 up to kMaxHeadDim without an instance of its own: the
+// table whose `padded` entry runs it; else nullptr.
+const KernelTable* PaddedTableForHeadDim(int head_dim);
 
 }  // namespace gemma::kernels::attention

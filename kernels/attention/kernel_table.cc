@@ -19,4 +19,12 @@ const KernelTable* TableForHeadDim(int head_dim) {
   }
 }
 
+const KernelTable* PaddedTableForHeadDim(int head_dim) {
+  if (head_dim <= 0 || head_dim % 16 != 0 || head_dim > kMaxHeadDim || TableForHeadDim(head_dim) != nullptr)
+    return nullptr;
+  int d = 32;
+  while (d < head_dim) d *= 2;
+  return TableForHeadDim(d);
+}
+
 }  // namespace gemma::kernels::attention

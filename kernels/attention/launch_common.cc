@@ -20,9 +20,9 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
     if (p.ring) return fail("a paged cache is not a ring");
     if (!p.length_aware) return fail("a paged cache is always read length-aware");
   }
-  if (TableForHeadDim(p.head_dim) == nullptr)
-    return fail("unsupported head_dim " + std::to_string(p.head_dim) +
-                " (compiled: 32, 64, 128, 256, 512)");
+  if (TableForHeadDim(p.head_dim) == nullptr && PaddedTableForHeadDim(p.head_dim) == nullptr)
+    return fail("unsupported head_dim " + std::to_string(p.head_dim) + " (multiples of 16 up to " +
+                std::to_string(kMaxHeadDim) + ")");
   if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
     return fail("num_heads (" + std::to_string(p.num_heads) +
                 ") must be a positive multiple of num_kv_heads (" +
@@ -56,6 +56,7 @@ KernelParams ToKernelParams(const AttentionParams& p) {
   k.k = static_cast<const __nv_bfloat16*>(p.k_cache);
   k.v = static_cast<const __nv_bfloat16*>(p.v_cache);
   k.kv_fp8 = p.kv_fp8;
+  k.head_dim = p.head_dim;
   k.partial = nullptr;
   k.seq_slot = p.seq_slot;
   k.q_offsets = p.q_offsets;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/autotune.h"
@@ -22,14 +23,14 @@ constexpr int kTimedBudgetMs = 50;  // per configuration, after one warm-up
 // autotuner calls this first; a launch with autotuning off does it itself).
 // The instances of one cache dtype only: a bf16 launch never depends on the
 // E4M3 builds (nor loads them).
-std::string SetUpTable(int head_dim, const KernelTable& table, bool kv_fp8) {
+std::string SetUpEntries(int head_dim, std::span<const KernelEntry> entries, bool kv_fp8) {
   static std::mutex mu;
   static std::map<std::pair<int, bool>, std::string> results;  // (head_dim, fp8) -> "" or the error
   std::lock_guard<std::mutex> lock(mu);
   auto it = results.find({head_dim, kv_fp8});
   if (it != results.end()) return it->second;
   std::string error;
-  for (const KernelEntry& e : table.prefill) {
+  for (const KernelEntry& e : entries) {
     cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
     if (setup == nullptr) continue;
     if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
@@ -37,6 +38,10 @@ std::string SetUpTable(int head_dim, const KernelTable& table, bool kv_fp8) {
   }
   results.emplace(std::pair{head_dim, kv_fp8}, error);
   return error;
+}
+
+std::string SetUpTable(int head_dim, const KernelTable& table, bool kv_fp8) {
+  return SetUpEntries(head_dim, table.prefill, kv_fp8);
 }
 
 // Shape bucket: chunks of >= 8192 tokens behave alike (the kernel is in its
@@ -58,6 +63,18 @@ std::string Launch(const KernelEntry& e, const AttentionParams& p, cudaStream_t 
   if (launch == nullptr) return "prefill attention: configuration " + e.name + " has no E4M3-cache build";
   launch(k, dim3(p.num_heads, m_tiles, p.num_seqs), stream);
   return attention::LastLaunchError("prefill attention");
+}
+
+// A head_dim without an instance of its own runs the next larger instance's
+// padded build: one configuration, nothing to tune. nullptr for the others.
+const KernelEntry* Padded(int head_dim) {
+  const KernelTable* t = attention::PaddedTableForHeadDim(head_dim);
+  return t != nullptr ? &t->padded : nullptr;
+}
+
+std::string LaunchPadded(const KernelEntry& e, const AttentionParams& p, cudaStream_t stream) {
+  if (std::string err = SetUpEntries(p.head_dim, {&e, 1}, p.kv_fp8); !err.empty()) return err;
+  return Launch(e, p, stream);
 }
 
 // The default configuration for the cache's dtype: E4M3 takes the first
@@ -141,6 +158,7 @@ std::string Tune(const AttentionParams& p, const KernelTable& table, const std::
 
 std::vector<std::string> PrefillAttentionConfigs(int head_dim, bool kv_fp8) {
   std::vector<std::string> names;
+  if (const KernelEntry* e = Padded(head_dim)) return {e->name};
   if (const KernelTable* t = attention::TableForHeadDim(head_dim))
     for (const KernelEntry& e : t->prefill)
       if (!kv_fp8 || e.launch_fp8 != nullptr) names.push_back(e.name);
@@ -150,6 +168,7 @@ std::vector<std::string> PrefillAttentionConfigs(int head_dim, bool kv_fp8) {
 std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
   if (Capturing(stream)) return "prefill autotune: the stream is capturing a graph";
+  if (Padded(params.head_dim) != nullptr) return "";
   AutotuneCache& cache = AutotuneCache::Get();
   if (!cache.enabled()) return "";
   const std::string key = AutotuneCache::Key("prefill", params.head_dim, Bucket(params));
@@ -160,17 +179,20 @@ std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t
 std::string LaunchPrefillAttentionWithConfig(const AttentionParams& params,
                                              const std::string& config, cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
-  const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
-  const KernelEntry* e = FindByName(table, config, params.kv_fp8);
+  if (const KernelEntry* e = Padded(params.head_dim); e != nullptr && (config == "default" || config == e->name))
+    return LaunchPadded(*e, params, stream);
+  const KernelTable* own = attention::TableForHeadDim(params.head_dim);
+  const KernelEntry* e = own != nullptr ? FindByName(*own, config, params.kv_fp8) : nullptr;
   if (e == nullptr)
     return "prefill attention: no configuration '" + config + "' for head_dim " +
            std::to_string(params.head_dim);
-  if (std::string err = SetUpTable(params.head_dim, table, params.kv_fp8); !err.empty()) return err;
+  if (std::string err = SetUpTable(params.head_dim, *own, params.kv_fp8); !err.empty()) return err;
   return Launch(*e, params, stream);
 }
 
 std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
+  if (const KernelEntry* e = Padded(params.head_dim)) return LaunchPadded(*e, params, stream);
   const KernelTable& table = *attention::TableForHeadDim(params.head_dim);
   if (std::string err = SetUpTable(params.head_dim, table, params.kv_fp8); !err.empty()) return err;
   AutotuneCache& cache = AutotuneCache::Get();

@@ -33,10 +33,10 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
-  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB>;
+  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, p);
     return;
@@ -44,19 +44,19 @@ void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
 }
 
 // Gives `e` an E4M3-cache build (launch_fp8) of this configuration; MINB:
 // blocks per multiprocessor its registers must allow (launch bounds).
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int MINB = 1>
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int MINB = 1, bool PAD = false>
 void AddFp8Build(KernelEntry& e) {
-  e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB>;
-  e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB>;
+  e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
+  e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
 }
 
 // kFp8Too: also an E4M3-cache build of the same configuration; only the
@@ -64,13 +64,16 @@ void AddFp8Build(KernelEntry& e) {
 // 256, one elsewhere (D <= 128 has no D split; at 512 the 4-warp line
 // exceeds the accumulator registers). Decode has its own (MakeTable).
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false>
+// PAD: the build for head_dims below D (tile_kernel.cuh).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool kFp8Too = false,
+          bool PAD = false>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
   KernelEntry e;
   e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
            std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD) +
-           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX == 1 ? "p" : PX == 2 ? "pl" : "");
+           (MR > 1 ? "r" + std::to_string(MR) : "") + (PX == 1 ? "p" : PX == 2 ? "pl" : "") +
+           (PAD ? "-pad" : "");
   e.block_m = S::kBM;
   e.block_n = BN;
   e.warps = S::kWarps;
@@ -78,8 +81,8 @@ KernelEntry MakeEntry() {
   e.d_split = WD;
   e.threads = S::kThreads;
   e.smem_bytes = S::kSmemBytes;
-  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false>;
-  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false>;
+  e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false, 1, PAD>;
+  e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false, 1, PAD>;
   if constexpr (kFp8Too) AddFp8Build<D, WM, WD, BN, STAGES, MR, PX>(e);
   return e;
 }
@@ -140,6 +143,14 @@ KernelTable MakeTable() {
   } else {
     AddFp8Build<D, 1, kDecodeWd, 32, kDecodeStages>(t.decode);
   }
+  // Head_dims between the previous instance and D: the decode shape again,
+  // padded, for both cache dtypes (prefill runs it too, untuned: these
+  // head_dims serve small test and research checkpoints, and two more builds
+  // per head_dim keep the compile time down). The E4M3 build keeps one block
+  // per multiprocessor's registers: held to 128, the padded D = 256 one
+  // spilled.
+  t.padded = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, false, true>();
+  AddFp8Build<D, 1, kDecodeWd, 32, kDecodeStages, 1, 0, 1, true>(t.padded);
   return t;
 }
 

@@ -1,5 +1,5 @@
 // read-bw-bench: the HBM read ceiling the decode GEMVs are measured against
-// (issue 8 asks for >= 85 % of it). Streams one large buffer (bigger than L2,
+// (the FP8 GEMVs aim at >= 85 % of it). Streams one large buffer (bigger than L2,
 // as the weights of a decode step are) with 16-byte non-allocating loads in
 // two access patterns:
 //   linear  consecutive lanes read consecutive 16 B (512 B per warp load)

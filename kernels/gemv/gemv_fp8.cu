@@ -264,7 +264,7 @@ constexpr Tiling kTilings[] = {
     {"t2u4k4", Launch<2, 4, 4, 4>},      {"t1u4k8", Launch<1, 4, 8, 8>},
     {"t1u8k8", Launch<1, 8, 8, 8>},      {"t2u4k8", Launch<2, 4, 8, 8>},
     // More bytes in flight per lane, and wider K splits that put a short
-    // GEMV's whole stream in flight in one wave (issue 8 round 2). 512-thread
+    // GEMV's whole stream in flight in one wave. 512-thread
     // blocks get at most 128 registers: u8 and t2u4 spill there, so not listed.
     {"t1u16k4", Launch<1, 16, 4, 4>},    {"t1u16k8", Launch<1, 16, 8, 8>},
     {"t2u8k4", Launch<2, 8, 4, 4>},      {"t1u8k2w8", Launch<1, 8, 2, 8>},
@@ -274,7 +274,7 @@ constexpr Tiling kTilings[] = {
     {"p-t1u8", Launch<1, 8, 1, 4, false, true>},     {"p-t1u8k4", Launch<1, 8, 4, 4, false, true>},
     {"p-t1u4k4", Launch<1, 4, 4, 4, false, true>},   {"p-t2u4k4", Launch<2, 4, 4, 4, false, true>},
     {"p-t1u4k8", Launch<1, 4, 8, 8, false, true>},   {"p-t1u8k8", Launch<1, 8, 8, 8, false, true>},
-    // Pipelined (two register stages; issue 8 round 3).
+    // Pipelined (two register stages).
     {"q-t1u4", Launch<1, 4, 1, 4, false, false, true>},   {"q-t1u4k4", Launch<1, 4, 4, 4, false, false, true>},
     {"q-t1u2k4", Launch<1, 2, 4, 4, false, false, true>}, {"q-t2u2k4", Launch<2, 2, 4, 4, false, false, true>},
     {"p-q-t1u4k4", Launch<1, 4, 4, 4, false, true, true>},

@@ -1,4 +1,4 @@
-// Decode-time linear layer on FP8 E4M3 weights, 1..8 tokens (issue 8):
+// Decode-time linear layer on FP8 E4M3 weights, 1..8 tokens:
 //   out[b, n] = w_scale[n] * x_scale[b] * sum_k w[n, k] x[b, k]
 // with w and x both E4M3 (x quantized per token by LaunchQuantizeRowsFp8),
 // fp32 accumulation in mma.sync m16n8k32 (sm_89+), batch padded to 8.

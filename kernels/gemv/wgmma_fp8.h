@@ -1,5 +1,5 @@
 // FP8 E4M3 linear for decode batches of up to 64 (and 128) tokens on Hopper
-// (sm_90a), issue 8:
+// (sm_90a):
 //   out[b, j] = w_scale[j] * x_scale[b] * sum_k w[j, k] x[b, k]
 // with w [n, k] and x [m, k] both E4M3 row-major (k contiguous), fp32 scales
 // per weight row and per token, fp32 accumulation in the tensor cores'

@@ -1,4 +1,4 @@
-// FP8 E4M3 helpers for the fp8 weight path (issue 8): per-row quantization of
+// FP8 E4M3 helpers for the fp8 weight path: per-row quantization of
 // bf16 matrices (weights at load time, activations per token on the fly) and
 // the epilogue that applies per-row x per-column scales to a GEMM result.
 //

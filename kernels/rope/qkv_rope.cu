@@ -113,8 +113,8 @@ std::string LaunchQkvRope(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
       p.num_heads % p.num_kv_heads != 0)
     return "qkv_rope: bad head counts";
-  if (p.head_dim <= 0 || p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
-    return "qkv_rope: head_dim must be a multiple of 32 up to 512";
+  if (p.head_dim <= 0 || p.head_dim % 16 != 0 || p.head_dim > kMaxHeadDim)
+    return "qkv_rope: head_dim must be a multiple of 16 up to 512, got " + std::to_string(p.head_dim);
   if (p.rope_pairs < 0 || p.rope_pairs > p.head_dim / 2) return "qkv_rope: bad rope_pairs";
   if (!p.kv_rows && (p.num_slots <= 0 || p.capacity <= 0)) return "qkv_rope: bad cache shape";
   // One warp per head vector; blocks spread the heads so a decode step (one

@@ -41,7 +41,7 @@ struct QkvRopeParams {
   int num_tokens = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                    // multiple of 32, <= 512
+  int head_dim = 0;                    // multiple of 16, <= 512
   bool k_eq_v = false;
   int num_slots = 0;
   int capacity = 0;
