@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/backend_impl.h"
+#include "engine/cuda/head_dim_check.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/init/random_init.h"
@@ -54,6 +55,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
     auto parsed = LoadModelConfig(options.model_dir);
     if (!parsed.ok()) return parsed.status();
     config = *parsed;
+    GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
     auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights);
     if (!w.ok()) return w.status();
     weights = std::move(*w);
@@ -62,6 +64,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   auto model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
   config = (*model)->config;
+  GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
   auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream, options.weights);
   if (!w.ok()) return w.status();
   weights = std::move(*w);

@@ -178,7 +178,7 @@ TEST_F(PrefillAttentionTest, RejectsBadParams) {
   c.slots = {0};
   AttentionProblem prob(c);
   AttentionParams p = prob.Params();
-  p.head_dim = 96;
+  p.head_dim = 40;
   EXPECT_NE(LaunchPrefillAttention(p, nullptr).find("head_dim"), std::string::npos);
   p = prob.Params();
   p.num_kv_heads = 3;
