@@ -80,7 +80,8 @@ std::string LaunchPrefillAttention(const AttentionParams& params, cudaStream_t s
 // bucket is already cached or autotuning is off.
 std::string AutotunePrefillAttention(const AttentionParams& params, cudaStream_t stream);
 
-// Names of the prefill tile configurations compiled for head_dim (empty if the
+// Names of the prefill tile configurations compiled for head_dim (one, the
+// padded build, for a head_dim without an instance of its own; empty if the
 // head_dim is unsupported), and a launch with one of them by name ("default":
 // the fixed default). For tests and benchmarks.
 // kv_fp8: only those with an E4M3-cache build (the others refuse such a cache).

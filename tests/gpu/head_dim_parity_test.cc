@@ -134,10 +134,13 @@ std::vector<float> RunAll(Backend& b, const std::vector<int32_t>& prompt, const 
   return rows;
 }
 
-// Bounds: the largest row error measured on the H200 with headroom (see
-// the printed figures).
-constexpr double kBf16KvTol = 3e-2;
-constexpr double kFp8KvTol = 8e-2;
+// Row bounds: measured on the H200 (48 rows each: 40 prompt positions, 8
+// decode steps), worst rows 0.015 (16 / 48) and 0.035 (48 / 16) with a bf16
+// cache; an E4M3 cache (3 mantissa bits against the CPU's fp32 K / V) 0.13
+// and 0.18. The kernels themselves are held to 1e-2 of a float64 reference
+// at these head_dims (tests/kernels/padded_head_dim_test.cc).
+constexpr double kBf16KvTol = 5e-2;
+constexpr double kFp8KvTol = 0.25;
 
 void CheckParity(int sliding_head_dim, int global_head_dim) {
   test::TempDir dir;
@@ -216,6 +219,13 @@ TEST(CudaHeadDimParity, SlidingHeadDim16Global48) {
 TEST(CudaHeadDimParity, SlidingHeadDim48Global16) {
   GEMMA_REQUIRE_GPU();
   CheckParity(48, 16);
+}
+
+// The same checkpoints at head_dims with instances of their own: what the
+// padded ones' errors compare with.
+TEST(CudaHeadDimParity, NativeHeadDims32And64) {
+  GEMMA_REQUIRE_GPU();
+  CheckParity(32, 64);
 }
 
 // No GPU needed: the random checkpoints load and the CPU reference runs
