@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -25,6 +26,7 @@
 #include "engine/model/weights.h"
 #include "tests/engine/model/test_util.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/sequence_run.h"
 
 namespace gemma {
 namespace {
@@ -104,34 +106,14 @@ void WriteCheckpoint(const std::string& dir, int sliding_head_dim, int global_he
   test::WriteFile(dir + "/model.safetensors", test::EncodeSafetensors(blobs));
 }
 
-const std::vector<int32_t>& IdentityBlocks() {
-  static const std::vector<int32_t> blocks = [] {
-    std::vector<int32_t> b(kMaxContext);
-    for (int i = 0; i < kMaxContext; ++i) b[i] = i;
-    return b;
-  }();
-  return blocks;
-}
-
-SequenceChunk Chunk(std::span<const int32_t> ids, int32_t start, bool all_logits) {
-  SequenceChunk c{0, ids, start, all_logits};
-  c.global_blocks = IdentityBlocks();
-  c.sliding_blocks = IdentityBlocks();
-  return c;
-}
-
-// All prompt logits, then one row per decode step while feeding `feed` back.
-std::vector<float> RunAll(Backend& b, const std::vector<int32_t>& prompt, const std::vector<int32_t>& feed) {
-  StepOutput out;
-  SequenceChunk c = Chunk(prompt, 0, true);
-  EXPECT_TRUE(b.Forward({&c, 1}, &out).ok());
-  std::vector<float> rows = out.logits;
-  for (int s = 0; s < kDecodeSteps; ++s) {
-    SequenceChunk d = Chunk({&feed[s], 1}, int32_t(prompt.size()) + s, false);
-    EXPECT_TRUE(b.Forward({&d, 1}, &out).ok());
-    rows.insert(rows.end(), out.logits.begin(), out.logits.end());
-  }
-  return rows;
+std::unique_ptr<Backend> MakeCpu(const LoadedModel& model) {
+  CpuBackendOptions co;
+  co.max_slots = 1;
+  co.max_context = kMaxContext;
+  co.block_size = 1;  // identity tables of one block per position
+  auto cpu = CreateCpuBackend(model, co);
+  EXPECT_TRUE(cpu.ok()) << cpu.status();
+  return cpu.ok() ? std::move(*cpu) : nullptr;
 }
 
 // Row bounds: measured on the H200 (48 rows each: 40 prompt positions, 8
@@ -153,25 +135,10 @@ void CheckParity(int sliding_head_dim, int global_head_dim) {
   std::vector<int32_t> prompt(kPromptTokens);
   for (int32_t& t : prompt) t = token(rng);
 
-  CpuBackendOptions co;
-  co.max_slots = 1;
-  co.max_context = kMaxContext;
-  co.block_size = 1;
-  auto cpu = CreateCpuBackend(**model, co);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  std::vector<int32_t> feed(kDecodeSteps);
-  {
-    StepOutput out;
-    SequenceChunk c = Chunk(prompt, 0, false);
-    ASSERT_TRUE((*cpu)->Forward({&c, 1}, &out).ok());
-    for (int s = 0; s < kDecodeSteps; ++s) {
-      feed[s] = int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-      SequenceChunk d = Chunk({&feed[s], 1}, kPromptTokens + s, false);
-      ASSERT_TRUE((*cpu)->Forward({&d, 1}, &out).ok());
-    }
-    (*cpu)->ResetSlot(0);
-  }
-  const std::vector<float> ref = RunAll(**cpu, prompt, feed);
+  auto cpu = MakeCpu(**model);
+  ASSERT_NE(cpu, nullptr);
+  const std::vector<int32_t> feed = gpu_test::GreedyContinuation(*cpu, prompt, kDecodeSteps, kMaxContext);
+  const std::vector<float> ref = gpu_test::PrefillThenDecode(*cpu, prompt, feed, kMaxContext);
 
   for (bool fp8_kv : {false, true}) {
     for (int chunk : {16, 2048}) {
@@ -190,21 +157,8 @@ void CheckParity(int sliding_head_dim, int global_head_dim) {
       t.exact_embed_scale = true;
       auto gpu = CreateCudaBackendWithTuning(o, t);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
-      const std::vector<float> got = RunAll(**gpu, prompt, feed);
-      ASSERT_EQ(got.size(), ref.size());
-      double worst = 0;
-      for (size_t r = 0; r < ref.size() / vocab; ++r) {
-        const float* g = got.data() + r * vocab;
-        const float* e = ref.data() + r * vocab;
-        const double err = gpu_test::RelErrPtr(g, e, vocab);
-        worst = std::max(worst, err);
-        EXPECT_LT(err, fp8_kv ? kFp8KvTol : kBf16KvTol) << "row " << r;
-        std::vector<float> top(e, e + vocab);
-        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-        if (top[0] - top[1] >= 0.1f) {
-          EXPECT_EQ(std::max_element(g, g + vocab) - g, std::max_element(e, e + vocab) - e) << "row " << r;
-        }
-      }
+      const std::vector<float> got = gpu_test::PrefillThenDecode(**gpu, prompt, feed, kMaxContext);
+      const double worst = gpu_test::ExpectRowsMatch(got, ref, vocab, fp8_kv ? kFp8KvTol : kBf16KvTol);
       std::printf("head_dim parity (%s): worst row error %.4f over %zu rows\n", what.c_str(), worst,
                   ref.size() / vocab);
     }
@@ -238,16 +192,12 @@ TEST(CudaHeadDimParity, CheckpointsLoadOnCpu) {
     ASSERT_TRUE(model.ok()) << model.status();
     EXPECT_EQ((*model)->config.layers[0].head_dim, sliding);
     EXPECT_EQ((*model)->config.layers[2].head_dim, global);
-    CpuBackendOptions co;
-    co.max_slots = 1;
-    co.max_context = kMaxContext;
-    co.block_size = 1;
-    auto cpu = CreateCpuBackend(**model, co);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto cpu = MakeCpu(**model);
+    ASSERT_NE(cpu, nullptr);
     std::vector<int32_t> prompt(kPromptTokens, 5);
     StepOutput out;
-    SequenceChunk c = Chunk(prompt, 0, false);
-    ASSERT_TRUE((*cpu)->Forward({&c, 1}, &out).ok());
+    SequenceChunk c = gpu_test::IdentityChunk(prompt, 0, false, kMaxContext);
+    ASSERT_TRUE(cpu->Forward({&c, 1}, &out).ok());
     ASSERT_EQ(static_cast<int>(out.logits.size()), (*model)->config.vocab_size);
     EXPECT_TRUE(std::all_of(out.logits.begin(), out.logits.end(), [](float v) { return std::isfinite(v); }));
   }

@@ -17,6 +17,7 @@
 #include "engine/model/weights.h"
 #include "tests/gpu/golden.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/sequence_run.h"
 
 namespace gemma {
 namespace {
@@ -45,39 +46,6 @@ std::vector<int32_t> LongPrompt(const std::string& dir) {
 
 constexpr int kMaxContext = 512;
 
-// The CPU backend is paged: one sequence gets blocks 0, 1, ... in order
-// (ignored by the CUDA backend, which keeps per-slot caches).
-const std::vector<int32_t>& IdentityBlocks() {
-  static const std::vector<int32_t> blocks = [] {
-    std::vector<int32_t> b(kMaxContext);
-    for (int i = 0; i < kMaxContext; ++i) b[i] = i;
-    return b;
-  }();
-  return blocks;
-}
-
-SequenceChunk Chunk(std::span<const int32_t> ids, int32_t start, bool all_logits) {
-  SequenceChunk c{0, ids, start, all_logits};
-  c.global_blocks = IdentityBlocks();
-  c.sliding_blocks = IdentityBlocks();
-  return c;
-}
-
-// All prompt logits, then kDecodeSteps rows while feeding `feed` back.
-std::vector<float> RunAll(Backend& b, const std::vector<int32_t>& prompt, const std::vector<int32_t>& feed) {
-  std::vector<float> rows;
-  StepOutput out;
-  SequenceChunk c = Chunk(prompt, 0, true);
-  EXPECT_TRUE(b.Forward({&c, 1}, &out).ok());
-  rows = out.logits;
-  for (int s = 0; s < kDecodeSteps; ++s) {
-    SequenceChunk d = Chunk({&feed[s], 1}, int32_t(prompt.size()) + s, false);
-    EXPECT_TRUE(b.Forward({&d, 1}, &out).ok());
-    rows.insert(rows.end(), out.logits.begin(), out.logits.end());
-  }
-  return rows;
-}
-
 TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
   GEMMA_REQUIRE_GPU();
   auto model = LoadModel(FortunesDir());
@@ -93,20 +61,8 @@ TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
   auto cpu = CreateCpuBackend(**model, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   // The CPU's own greedy tokens are fed to both backends.
-  std::vector<int32_t> feed(kDecodeSteps, prompt.back());
-  {
-    StepOutput out;
-    SequenceChunk c = Chunk(prompt, 0, false);
-    auto st = (*cpu)->Forward({&c, 1}, &out);
-    ASSERT_TRUE(st.ok()) << st;
-    for (int s = 0; s < kDecodeSteps; ++s) {
-      feed[s] = int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-      SequenceChunk d = Chunk({&feed[s], 1}, kPromptTokens + s, false);
-      ASSERT_TRUE((*cpu)->Forward({&d, 1}, &out).ok());
-    }
-    (*cpu)->ResetSlot(0);
-  }
-  const std::vector<float> ref = RunAll(**cpu, prompt, feed);
+  const std::vector<int32_t> feed = gpu_test::GreedyContinuation(**cpu, prompt, kDecodeSteps, kMaxContext);
+  const std::vector<float> ref = gpu_test::PrefillThenDecode(**cpu, prompt, feed, kMaxContext);
 
   for (int chunk : {16, 2048}) {
     SCOPED_TRACE("pass tokens " + std::to_string(chunk));
@@ -119,21 +75,8 @@ TEST(CudaLongContext, MatchesCpuReferenceAcrossWindows) {
     t.max_chunk_tokens = chunk;
     auto gpu = CreateCudaBackendWithTuning(o, t);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::vector<float> got = RunAll(**gpu, prompt, feed);
-    ASSERT_EQ(got.size(), ref.size());
-    double worst = 0;
-    for (size_t r = 0; r < ref.size() / vocab; ++r) {
-      const float* g = got.data() + r * vocab;
-      const float* e = ref.data() + r * vocab;
-      const double err = gpu_test::RelErrPtr(g, e, vocab);
-      worst = std::max(worst, err);
-      EXPECT_LT(err, 3e-2) << "row " << r;
-      std::vector<float> top(e, e + vocab);
-      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-      if (top[0] - top[1] >= 0.1f) {
-        EXPECT_EQ(std::max_element(g, g + vocab) - g, std::max_element(e, e + vocab) - e) << "row " << r;
-      }
-    }
+    const std::vector<float> got = gpu_test::PrefillThenDecode(**gpu, prompt, feed, kMaxContext);
+    const double worst = gpu_test::ExpectRowsMatch(got, ref, vocab, 3e-2);
     std::printf("long context (pass %d): worst row error %.4f over %zu rows\n", chunk, worst, ref.size() / vocab);
   }
 }
