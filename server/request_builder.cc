@@ -1,12 +1,12 @@
 #include "server/request_builder.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "engine/sampling/sampling_params.h"
 #include "server/chat_input.h"
 
 namespace gemma::server {
@@ -36,8 +36,9 @@ absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text,
   return tokenizer.EncodePrompt(text);
 }
 
-absl::Status ValidateSampling(const v1::SamplingParams& in, const GenerationDefaults& defaults,
-                              SamplingParams* out) {
+// Unset fields take the model's defaults; ranges are the engine's to check.
+void ConvertSampling(const v1::SamplingParams& in, const GenerationDefaults& defaults,
+                     SamplingParams* out) {
   out->temperature = in.has_temperature() ? in.temperature()
                                           : defaults.temperature.value_or(out->temperature);
   out->top_k = in.has_top_k() ? in.top_k() : defaults.top_k.value_or(out->top_k);
@@ -49,83 +50,20 @@ absl::Status ValidateSampling(const v1::SamplingParams& in, const GenerationDefa
   out->presence_penalty = in.presence_penalty();
   out->frequency_penalty = in.frequency_penalty();
   if (in.has_seed()) out->seed = in.seed();
-  // Checked here too so the message carries the proto path, whatever the
-  // engine's own validator words it.
-  if (!(out->temperature >= 0.0f)) {
-    return Invalid("sampling.temperature", absl::StrCat("must be >= 0, got ", out->temperature));
-  }
-  if (out->top_k < 0) return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", out->top_k));
-  if (!(out->top_p > 0.0f && out->top_p <= 1.0f)) {
-    return Invalid("sampling.top_p", absl::StrCat("must be in (0, 1], got ", out->top_p));
-  }
-  if (!(out->min_p >= 0.0f && out->min_p <= 1.0f)) {
-    return Invalid("sampling.min_p", absl::StrCat("must be in [0, 1], got ", out->min_p));
-  }
-  absl::Status status = ValidateSamplingParams(*out);
-  if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("sampling.", status.message()));
-  }
-  return absl::OkStatus();
 }
 
-absl::Status ValidateStopStrings(const v1::StoppingCriteria& in) {
-  if (in.stop_size() > kMaxStopStrings) {
-    return Invalid("stopping.stop", absl::StrCat("has ", in.stop_size(), " strings; at most ",
-                                                 kMaxStopStrings, " are allowed"));
-  }
-  for (int i = 0; i < in.stop_size(); ++i) {
-    const std::string field = absl::StrCat("stopping.stop[", i, "]");
-    const std::string& stop = in.stop(i);
-    if (stop.empty()) return Invalid(field, "must not be empty");
-    if (stop.size() > static_cast<size_t>(kMaxStopStringBytes)) {
-      return Invalid(field, absl::StrCat("is ", stop.size(), " bytes; at most ",
-                                         kMaxStopStringBytes, " are allowed"));
-    }
-    if (absl::Status s = CheckUtf8(stop, field); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-// Output budget: explicit max_tokens must fit with the prompt; unset takes
-// what is left (up to kDefaultMaxTokens).
-absl::StatusOr<int> ResolveMaxTokens(const v1::StoppingCriteria& in, int prompt_tokens,
-                                     const ServingLimits& limits) {
-  const int room = limits.max_context - prompt_tokens;
-  if (room < 1) {
-    return Invalid("prompt", absl::StrCat("has ", prompt_tokens, " tokens; the context holds ",
-                                          limits.max_context, " (prompt + output)"));
-  }
-  if (!in.has_max_tokens()) return std::min(room, kDefaultMaxTokens);
-  const int max_tokens = in.max_tokens();
-  if (max_tokens < 1) {
-    return Invalid("stopping.max_tokens", absl::StrCat("must be >= 1, got ", max_tokens));
-  }
-  if (max_tokens > room) {
-    return Invalid("stopping.max_tokens",
-                   absl::StrCat("= ", max_tokens, " plus the prompt's ", prompt_tokens,
-                                " tokens exceeds the context length ", limits.max_context));
-  }
-  return max_tokens;
-}
-
-absl::StatusOr<StoppingCriteria> BuildStopping(const v1::StoppingCriteria& in, int prompt_tokens,
-                                               const ServingLimits& limits) {
+// Counts, lengths, vocabulary and the token budget are the engine's to
+// check; here only what its types cannot carry (UTF-8, presence).
+absl::StatusOr<StoppingCriteria> ConvertStopping(const v1::StoppingCriteria& in) {
   StoppingCriteria out;
-  absl::StatusOr<int> max_tokens = ResolveMaxTokens(in, prompt_tokens, limits);
-  if (!max_tokens.ok()) return max_tokens.status();
-  out.max_tokens = *max_tokens;
-  if (in.min_tokens() < 0 || in.min_tokens() > out.max_tokens) {
-    return Invalid("stopping.min_tokens", absl::StrCat("must be in [0, max_tokens = ",
-                                                       out.max_tokens, "], got ", in.min_tokens()));
-  }
+  out.max_tokens = in.has_max_tokens() ? std::optional<int>(in.max_tokens()) : std::nullopt;
   out.min_tokens = in.min_tokens();
-  if (absl::Status s = ValidateStopStrings(in); !s.ok()) return s;
-  out.stop_strings.assign(in.stop().begin(), in.stop().end());
-  if (absl::Status s = ValidateTokenIds(in.stop_token_ids(), limits.vocab_size,
-                                        "stopping.stop_token_ids");
-      !s.ok()) {
-    return s;
+  for (int i = 0; i < in.stop_size(); ++i) {
+    if (absl::Status s = CheckUtf8(in.stop(i), absl::StrCat("stopping.stop[", i, "]")); !s.ok()) {
+      return s;
+    }
   }
+  out.stop_strings.assign(in.stop().begin(), in.stop().end());
   out.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   out.ignore_eos = in.ignore_eos();
   return out;
@@ -188,11 +126,8 @@ absl::StatusOr<PromptTokens> BuildPrompt(const v1::GenerateRequest& request,
       ids = EncodeText(request.text(), tokenizer);
       break;
     case v1::GenerateRequest::kTokens:
+      // The engine checks them against the vocabulary.
       if (request.tokens().ids().empty()) return Invalid("tokens.ids", "must not be empty");
-      if (absl::Status s = ValidateTokenIds(request.tokens().ids(), limits.vocab_size, "tokens.ids");
-          !s.ok()) {
-        return s;
-      }
       ids = std::vector<int32_t>(request.tokens().ids().begin(), request.tokens().ids().end());
       break;
     case v1::GenerateRequest::kChat:
@@ -218,18 +153,18 @@ absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateReque
   GenerationRequest out;
   out.request_id = std::move(request_id);
   out.priority = request.priority();
-  if (absl::Status s = ValidateSampling(request.sampling(), limits.sampling_defaults, &out.sampling); !s.ok()) return s;
+  ConvertSampling(request.sampling(), limits.sampling_defaults, &out.sampling);
   if (request.has_logprobs()) {
-    if (request.logprobs() < 0 || request.logprobs() > kMaxLogprobs) {
-      return Invalid("logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ",
-                                              request.logprobs()));
+    // The engine's "none" (-1) is the field's absence, so a set value is
+    // a count; the engine checks its upper bound.
+    if (request.logprobs() < 0) {
+      return Invalid("logprobs", absl::StrCat("must be >= 0 when set, got ", request.logprobs()));
     }
     out.sampling.num_logprobs = request.logprobs();
   }
   absl::StatusOr<PromptTokens> prompt = BuildPrompt(request, tokenizer, limits);
   if (!prompt.ok()) return prompt.status();
-  absl::StatusOr<StoppingCriteria> stopping =
-      BuildStopping(request.stopping(), static_cast<int>(prompt->ids.size()), limits);
+  absl::StatusOr<StoppingCriteria> stopping = ConvertStopping(request.stopping());
   if (!stopping.ok()) return stopping.status();
   out.stopping = *std::move(stopping);
   for (int32_t id : prompt->extra_stop_ids) out.stopping.stop_token_ids.push_back(id);

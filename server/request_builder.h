@@ -1,7 +1,10 @@
-// Turns API requests (gemma.v1 protos) into engine requests, validating every
-// field the engine does not see (prompt form, UTF-8, chat roles, limits that
-// depend on the served context). Errors are INVALID_ARGUMENT naming the proto
-// field and its value, e.g. "sampling.top_p must be in (0, 1], got 1.5".
+// Turns API requests (gemma.v1 protos) into engine requests. Conversion
+// only: prompt form, proto field presence, UTF-8, chat roles and templates.
+// What the values mean (ranges, vocabulary, the token budget, stop limits)
+// the engine checks once at Submit (engine/core/request_validation.h), with
+// errors naming the same proto field paths. Errors here are
+// INVALID_ARGUMENT naming the proto field and its value, e.g.
+// "stopping.stop[0] is not valid UTF-8: '\x80'".
 //
 // Thread-safety: free functions over const inputs; safe from any thread.
 #pragma once
@@ -20,15 +23,9 @@
 
 namespace gemma::server {
 
-inline constexpr int kMaxStopStrings = 16;
-inline constexpr int kMaxStopStringBytes = 256;
-inline constexpr int kMaxLogprobs = 20;
-// Output budget when a request leaves stopping.max_tokens unset.
-inline constexpr int kDefaultMaxTokens = 1024;
-
 struct ServingLimits {
   int max_context = 0;   // prompt + output tokens one sequence may hold
-  int vocab_size = 0;
+  int vocab_size = 0;    // for the Detokenize RPC's ids (ValidateTokenIds)
   // What sampling fields left unset take (the model's generation_config.json,
   // or nothing with --generation-config ignore).
   GenerationDefaults sampling_defaults;
@@ -56,7 +53,8 @@ absl::StatusOr<std::vector<int32_t>> RenderChatMessages(const v1::Chat& chat,
                                                         const ChatTemplate* chat_template,
                                                         absl::string_view field);
 
-// The whole engine request. `request_id` is already decided by the caller.
+// The whole engine request, before the engine's checks. `request_id` is
+// already decided by the caller.
 absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateRequest& request,
                                                          std::string request_id,
                                                          const Tokenizer& tokenizer,

@@ -11,6 +11,7 @@
 #include "engine/factory/backend_factory.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpc/reflection/v1/reflection_v1_service.h"
+#include "server/ops/limits.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma::server {
@@ -132,6 +133,7 @@ absl::Status GemmaServer::Load() {
   engine_options.max_queue = options_.max_queue;
   engine_options.max_tokens_per_step = options_.max_tokens_per_step;
   ops_->ConfigureEngine(&engine_options);
+  ops::ApplyRequestLimits(ops_->limits(), &engine_options);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(engine_options, *std::move(backend), tokenizer_.get());
   if (!engine.ok()) return engine.status();

@@ -50,13 +50,7 @@ absl::Status CheckTextLength(const v1::GenerateRequest& request, const SubmitPat
 absl::StatusOr<GenerationRequest> Build(const SubmitPath& path, const v1::GenerateRequest& request,
                                         std::string id) {
   if (absl::Status s = CheckTextLength(request, path); !s.ok()) return s;
-  absl::StatusOr<GenerationRequest> built =
-      BuildGenerationRequest(request, std::move(id), *path.tokenizer, *path.limits);
-  if (!built.ok()) return built.status();
-  if (absl::Status s = ops::ApplyRequestLimits(request, *path.ops_limits, &*built); !s.ok()) {
-    return s;
-  }
-  return built;
+  return BuildGenerationRequest(request, std::move(id), *path.tokenizer, *path.limits);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The one way from a gemma.v1.GenerateRequest into the engine, shared by the
 // gRPC front (GemmaService) and the OpenAI-compatible HTTP front: the request
-// is built and validated (BuildGenerationRequest), the operator's token
-// limits are applied, and its id is registered among the calls in flight (so
-// a drain waits for it and the engine's cancel-by-id stays unambiguous).
+// is built (BuildGenerationRequest; the engine checks it at Submit, the
+// operator's token limits included), and its id is registered among the
+// calls in flight (so a drain waits for it and the engine's cancel-by-id
+// stays unambiguous).
 //
 // Thread-safety: PrepareGeneration is safe from any thread (ActiveCalls
 // locks); the pointed-to objects must outlive every call.

@@ -27,6 +27,16 @@ bool DeviceSamplable(const SamplingParams& p) {
 
 bool IsPlainGreedy(const SamplingParams& p) { return p.greedy() && DeviceSamplable(p); }
 
+AdmissionLimits AdmissionLimitsOf(const EngineOptions& options, const Backend& backend) {
+  AdmissionLimits limits;
+  limits.vocab_size = backend.config().vocab_size;
+  limits.tokens.max_context = backend.max_context();
+  limits.tokens.max_prompt_tokens = options.max_prompt_tokens;
+  limits.tokens.max_total_tokens = options.max_total_tokens;
+  limits.tokens.default_max_tokens = options.default_max_tokens;
+  return limits;
+}
+
 double MillisBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -37,6 +47,7 @@ class EngineImpl final : public Engine {
       : options_(options),
         backend_(std::move(backend)),
         tokenizer_(tokenizer),
+        admission_(AdmissionLimitsOf(options, *backend_)),
         scheduler_(backend_.get(), options.max_tokens_per_step),
         rng_(options.seed) {
     const auto& eos = backend_->config().eos_token_ids;
@@ -72,6 +83,7 @@ class EngineImpl final : public Engine {
   const EngineOptions options_;
   std::unique_ptr<Backend> backend_;
   const Tokenizer* tokenizer_;
+  const AdmissionLimits admission_;
   std::unordered_set<int32_t> eos_ids_;
 
   // Shared with callers; guarded by mu_.
@@ -95,14 +107,10 @@ class EngineImpl final : public Engine {
 };
 
 absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_event) {
-  if (absl::Status s = ValidateRequest(request, backend_->config().vocab_size, backend_->max_context()); !s.ok())
-    return s;
-  // A sequence the whole KV pool cannot hold would never finish: refused
-  // now, like one beyond the context (vLLM answers both with a 400).
-  const int64_t num_tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.stopping.max_tokens;
-  if (absl::Status s = scheduler_.CheckCapacity(num_tokens); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("prompt tokens (", request.prompt_ids.size(), ") + max_tokens (",
-                                                   request.stopping.max_tokens, "): ", s.message()));
+  // CheckCapacity reads configuration fixed at construction: safe off the
+  // scheduler thread.
+  const KvPoolCheck pool = [this](int64_t num_tokens) { return scheduler_.CheckCapacity(num_tokens); };
+  if (absl::Status s = ValidateRequest(admission_, pool, &request); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return absl::UnavailableError("the engine is shutting down");
   if (num_waiting_shared_ >= options_.max_queue)
@@ -283,7 +291,7 @@ void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
     if (seq.stops.matched()) {
       reason = FinishReason::kStopString;
       ev.matched_stop = seq.stops.matched_string();
-    } else if (n >= stop.max_tokens) {
+    } else if (OutputBudgetSpent(n, *stop.max_tokens)) {
       reason = FinishReason::kLength;
     }
   }
@@ -374,6 +382,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be >= 1, got ", options.max_queue));
   if (options.max_tokens_per_step < 1)
     return absl::InvalidArgumentError(absl::StrCat("max_tokens_per_step must be >= 1, got ", options.max_tokens_per_step));
+  if (options.max_prompt_tokens < 0 || options.max_total_tokens < 0 || options.default_max_tokens < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_prompt_tokens (", options.max_prompt_tokens, ") and max_total_tokens (",
+                                                   options.max_total_tokens, ") must be >= 0, default_max_tokens (",
+                                                   options.default_max_tokens, ") >= 1"));
   // A tokenizer may name more ids than the model embeds (Gemma 3's tokenizer.json
   // has <image_soft_token> at 262144, one past a 262,144-row embedding): those
   // ids are refused in prompts by request validation. The ids the engine

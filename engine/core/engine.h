@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/core/backend.h"
 #include "engine/core/request.h"
+#include "engine/core/token_budget.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace gemma {
@@ -21,6 +22,12 @@ struct EngineOptions {
   int max_queue = 256;                // waiting requests before RESOURCE_EXHAUSTED
   int max_tokens_per_step = 512;      // prefill chunk budget per step
   uint64_t seed = 0;                  // engine RNG for requests without a seed
+  // The operator's per-request token limits (--max-prompt-tokens,
+  // --max-total-tokens; 0: only the context bounds them) and the output
+  // budget of requests that leave max_tokens unset.
+  int max_prompt_tokens = 0;
+  int max_total_tokens = 0;
+  int default_max_tokens = kDefaultMaxTokens;
   // Optional: called on the engine thread after each forward with the number
   // of sequences in it (metrics). Must not block.
   std::function<void(int batch_size)> on_step;

@@ -16,7 +16,10 @@
 namespace gemma {
 
 struct StoppingCriteria {
-  int max_tokens = 16;                    // >= 1
+  // Unset: the engine's default, lowered to what the context and the
+  // operator's limits leave (ResolveMaxTokens). Set by Submit to the
+  // effective value.
+  std::optional<int> max_tokens = 16;
   int min_tokens = 0;                     // stops (eos, stop ids, strings) ignored before this
   std::vector<std::string> stop_strings;  // <= 16, each <= 256 bytes
   std::vector<int32_t> stop_token_ids;    // in addition to the model's eos ids

@@ -24,7 +24,7 @@ bool Better(float v, int i, float bv, int bi) {
 
 int32_t SampleRow(std::span<const float> logits, const RowSampling& row) {
   const int vocab = static_cast<int>(logits.size());
-  const bool greedy = !(row.temperature >= kernels::kMinSampleTemperature);
+  const bool greedy = kernels::IsGreedyTemperature(row.temperature);
   const float inv_t = greedy ? 1.0f : 1.0f / row.temperature;
   std::vector<float> y(vocab);
   float best = -std::numeric_limits<float>::max();

@@ -14,7 +14,7 @@ namespace gemma {
 // with counter-based noise from (seed, step), so a draw depends on nothing
 // else (kernels/sampling/sample.h has the exact rule).
 struct RowSampling {
-  float temperature = 0.0f;  // below 1e-5: greedy
+  float temperature = 0.0f;  // greedy per kernels::IsGreedyTemperature
   int32_t top_k = 0;
   float top_p = 1.0f;
   float min_p = 0.0f;

@@ -6,11 +6,12 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "kernels/sampling/sample_rng.h"
 
 namespace gemma {
 
 struct SamplingParams {
-  float temperature = 1.0f;       // 0 = greedy
+  float temperature = 1.0f;       // below 1e-5 (0 included) = greedy
   int top_k = 0;                  // 0 = off
   float top_p = 1.0f;             // (0, 1]
   float min_p = 0.0f;             // [0, 1]
@@ -20,7 +21,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;   // same seed and request -> same tokens
   int num_logprobs = -1;          // -1 = none; 0 = sampled token only; up to 20
 
-  bool greedy() const { return temperature == 0.0f; }
+  // The argmax, whatever the device or host samples with: one rule for
+  // every path (kernels::IsGreedyTemperature).
+  bool greedy() const { return kernels::IsGreedyTemperature(temperature); }
 };
 
 // INVALID_ARGUMENT naming the field and value, e.g.

@@ -36,4 +36,11 @@ GEMMA_HOST_DEVICE float SampleUniform(uint64_t seed, uint64_t step, uint32_t tok
 // logits (t = 1e-39 gives inf), and the draw is the argmax anyway.
 constexpr float kMinSampleTemperature = 1e-5f;
 
+// The one greedy rule, shared by the device kernel, its host twin, the host
+// sampler and the engine's choice of forward: temperature 0, anything below
+// kMinSampleTemperature, and NaN take the argmax.
+GEMMA_HOST_DEVICE bool IsGreedyTemperature(float temperature) {
+  return !(temperature >= kMinSampleTemperature);
+}
+
 }  // namespace gemma::kernels

@@ -1,12 +1,11 @@
-// Operator-set token limits (--max-prompt-tokens, --max-total-tokens),
-// applied to a request after request_builder validated it against the model.
+// Operator-set token limits (--max-prompt-tokens, --max-total-tokens). The
+// engine enforces them with its one token budget (engine/core/token_budget.h);
+// they reach it as data in EngineOptions.
 //
 // Thread-safety: a free function over its arguments.
 #pragma once
 
-#include "absl/status/status.h"
-#include "engine/core/request.h"
-#include "gemma/v1/gemma.pb.h"
+#include "engine/core/engine.h"
 
 namespace gemma::server::ops {
 
@@ -15,11 +14,7 @@ struct RequestLimits {
   int max_total_tokens = 0;   // prompt + max_tokens; 0 = only the context
 };
 
-// INVALID_ARGUMENT naming the flag when `request` breaks a limit. A request
-// that left stopping.max_tokens unset gets it lowered to what
-// --max-total-tokens leaves (as the context bound does); an explicit one
-// that does not fit is an error.
-absl::Status ApplyRequestLimits(const v1::GenerateRequest& proto, const RequestLimits& limits,
-                                GenerationRequest* request);
+// Hands the limits to the engine's admission.
+void ApplyRequestLimits(const RequestLimits& limits, EngineOptions* engine_options);
 
 }  // namespace gemma::server::ops

@@ -1,9 +1,10 @@
 // The per-input body of the Generate-request fuzzer, shared by the libFuzzer
 // entry point and request_corpus_test (which replays the corpus under g++ in
-// CI). Input: bytes of a serialized gemma.v1.GenerateRequest. Beyond "does
-// not crash", a request that passes the server's validation must satisfy
-// what the engine relies on (its own validator accepts it; the context and
-// the operator limits hold); any refusal must be INVALID_ARGUMENT.
+// CI). Input: bytes of a serialized gemma.v1.GenerateRequest, converted by
+// the server and admitted by the engine's validation as Submit does. Beyond
+// "does not crash", an admitted request must satisfy what the engine relies
+// on (the context and the operator limits hold, min_tokens fits); any
+// refusal must be INVALID_ARGUMENT.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,6 @@
 #include "engine/core/request_validation.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gemma/v1/gemma.pb.h"
-#include "server/ops/limits.h"
 #include "server/request_builder.h"
 
 namespace gemma::fuzz {
@@ -44,23 +44,25 @@ inline void FuzzGenerateRequest(const uint8_t* data, size_t size) {
     RequireRequest(built.status().code() == absl::StatusCode::kInvalidArgument);
     return;
   }
-  const StoppingCriteria& stopping = built->stopping;
-  const int prompt_tokens = static_cast<int>(built->prompt_ids.size());
-  RequireRequest(prompt_tokens >= 1);
-  RequireRequest(stopping.max_tokens >= 1 &&
-                 prompt_tokens + stopping.max_tokens <= limits.max_context);
-  RequireRequest(stopping.min_tokens >= 0 && stopping.min_tokens <= stopping.max_tokens);
-  RequireRequest(ValidateRequest(*built, limits.vocab_size, limits.max_context).ok());
-
-  const server::ops::RequestLimits ops_limits{.max_prompt_tokens = 64, .max_total_tokens = 128};
-  absl::Status limited = server::ops::ApplyRequestLimits(request, ops_limits, &*built);
-  if (!limited.ok()) {
-    RequireRequest(limited.code() == absl::StatusCode::kInvalidArgument);
+  const AdmissionLimits admission{
+      .vocab_size = tokenizer.vocab_size(),
+      .tokens = {.max_context = limits.max_context, .max_prompt_tokens = 64, .max_total_tokens = 128}};
+  const absl::Status admitted = ValidateRequest(admission, nullptr, &*built);
+  if (!admitted.ok()) {
+    RequireRequest(admitted.code() == absl::StatusCode::kInvalidArgument);
     return;
   }
-  RequireRequest(prompt_tokens <= ops_limits.max_prompt_tokens);
-  RequireRequest(prompt_tokens + built->stopping.max_tokens <= ops_limits.max_total_tokens);
-  RequireRequest(built->stopping.min_tokens <= built->stopping.max_tokens);
+  const StoppingCriteria& stopping = built->stopping;
+  const int prompt_tokens = static_cast<int>(built->prompt_ids.size());
+  RequireRequest(prompt_tokens >= 1 && prompt_tokens <= admission.tokens.max_prompt_tokens);
+  RequireRequest(stopping.max_tokens.has_value() && *stopping.max_tokens >= 1);
+  RequireRequest(prompt_tokens + *stopping.max_tokens <= admission.tokens.max_context);
+  RequireRequest(prompt_tokens + *stopping.max_tokens <= admission.tokens.max_total_tokens);
+  RequireRequest(stopping.min_tokens >= 0 && stopping.min_tokens <= *stopping.max_tokens);
+  // Admission is idempotent: the resolved request passes again unchanged.
+  GenerationRequest again = *built;
+  RequireRequest(ValidateRequest(admission, nullptr, &again).ok());
+  RequireRequest(again.stopping.max_tokens == stopping.max_tokens);
 }
 
 }  // namespace gemma::fuzz

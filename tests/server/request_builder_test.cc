@@ -73,8 +73,8 @@ TEST_F(RequestBuilderTest, DefaultsWhenUnset) {
   EXPECT_EQ(built->sampling.repetition_penalty, 1.0f);
   EXPECT_FALSE(built->sampling.seed.has_value());
   EXPECT_EQ(built->sampling.num_logprobs, -1);
-  // Unset max_tokens: what the context leaves (capped at kDefaultMaxTokens).
-  EXPECT_EQ(built->stopping.max_tokens, limits_.max_context - static_cast<int>(built->prompt_ids.size()));
+  // Unset max_tokens stays unset: the engine's token budget resolves it.
+  EXPECT_FALSE(built->stopping.max_tokens.has_value());
 
   request.mutable_sampling()->set_temperature(0.0f);
   request.mutable_sampling()->set_seed(0);
@@ -84,6 +84,27 @@ TEST_F(RequestBuilderTest, DefaultsWhenUnset) {
   EXPECT_TRUE(built->sampling.greedy());
   EXPECT_EQ(built->sampling.seed, std::optional<uint64_t>(0));
   EXPECT_EQ(built->sampling.num_logprobs, 0);
+}
+
+// Conversion only: values the engine judges pass through unchanged (its
+// admission names them by the same proto paths).
+TEST_F(RequestBuilderTest, MeaningIsLeftToTheEngine) {
+  v1::GenerateRequest request;
+  request.mutable_tokens()->add_ids(5000);  // past limits_.vocab_size
+  request.mutable_stopping()->set_max_tokens(0);
+  request.mutable_stopping()->add_stop_token_ids(-2);
+  request.mutable_sampling()->set_top_p(1.5f);
+  auto built = BuildGenerationRequest(request, "id", *tokenizer_, limits_);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->prompt_ids, std::vector<int32_t>{5000});
+  EXPECT_EQ(built->stopping.max_tokens, std::optional<int>(0));
+  EXPECT_EQ(built->stopping.stop_token_ids, std::vector<int32_t>{-2});
+  EXPECT_EQ(built->sampling.top_p, 1.5f);
+  // What the engine's types cannot carry is refused here.
+  request.mutable_stopping()->add_stop("\xff");
+  built = BuildGenerationRequest(request, "id", *tokenizer_, limits_);
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(built.status().message().find("stopping.stop[0]"), std::string::npos) << built.status();
 }
 
 TEST_F(RequestBuilderTest, TokenPromptsAreUsedAsGiven) {

@@ -242,7 +242,7 @@ TEST_F(EngineTest, InvalidRequestsNameTheField) {
   };
   const std::vector<Case> cases = {
       {[](GenerationRequest& r) { r.prompt_ids.clear(); }, "prompt"},
-      {[](GenerationRequest& r) { r.prompt_ids.push_back(5000); }, "token_ids[4] = 5000"},
+      {[](GenerationRequest& r) { r.prompt_ids.push_back(5000); }, "tokens.ids[4] = 5000"},
       {[](GenerationRequest& r) { r.stopping.max_tokens = 0; }, "max_tokens"},
       {[](GenerationRequest& r) { r.stopping.max_tokens = 2000; }, "exceeds the context length"},
       {[](GenerationRequest& r) { r.sampling.temperature = -1; }, "temperature"},

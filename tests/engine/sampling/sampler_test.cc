@@ -1,4 +1,5 @@
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/row_sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -223,6 +224,39 @@ TEST(SamplerTest, GreedyLogprobsAreLogSoftmaxOfPenalizedLogits) {
   EXPECT_EQ(result.top[0].token_id, 1);
   EXPECT_EQ(result.top[1].token_id, 0);
   EXPECT_NEAR(result.top[1].logprob, 2.0 - normalizer, 1e-5);
+}
+
+// One greedy rule: temperature 0 and temperatures too small to scale by
+// (1e-6) are the same argmax with the same unscaled logprobs on the host
+// sampler, and the same argmax in the device sampler's host twin.
+TEST(SamplerTest, TinyTemperaturesAreGreedyOnEveryPath) {
+  const std::vector<float> logits = RandomLogits(4000, 11);
+  const auto argmax =
+      static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  SamplingParams zero = Params(0.0f);
+  zero.num_logprobs = 3;
+  std::vector<float> zero_copy = logits;
+  const SampleResult at_zero = SequenceSampler(zero, {}, 5).Sample(zero_copy);
+  for (float temperature : {1e-6f, 9.9e-6f, 1e-30f}) {
+    SamplingParams tiny = zero;
+    tiny.temperature = temperature;
+    EXPECT_TRUE(tiny.greedy()) << temperature;
+    std::vector<float> copy = logits;
+    const SampleResult result = SequenceSampler(tiny, {}, 5).Sample(copy);
+    EXPECT_EQ(result.token_id, argmax) << temperature;
+    EXPECT_FLOAT_EQ(result.logprob, at_zero.logprob) << temperature;
+    ASSERT_EQ(result.top.size(), at_zero.top.size());
+    for (size_t i = 0; i < result.top.size(); ++i) {
+      EXPECT_EQ(result.top[i].token_id, at_zero.top[i].token_id);
+      EXPECT_FLOAT_EQ(result.top[i].logprob, at_zero.top[i].logprob);
+    }
+    for (uint64_t step = 0; step < 20; ++step) {
+      const RowSampling row{temperature, 0, 1.0f, 0.0f, /*seed=*/3, step};
+      EXPECT_EQ(SampleRow(logits, row), argmax) << temperature;
+    }
+  }
+  EXPECT_FALSE(Params(1e-5f).greedy());
+  EXPECT_TRUE(Params(0.0f).greedy());
 }
 
 TEST(SamplerTest, NoLogprobsUnlessAsked) {

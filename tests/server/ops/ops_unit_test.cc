@@ -63,37 +63,12 @@ TEST(ServerMetricsTest, PrefixCacheHitRateIsHitsOverQueries) {
   EXPECT_NE(text.find("\ngemma_prefix_cache_hit_rate 0.25\n"), std::string::npos) << text;
 }
 
-GenerationRequest RequestOf(int prompt_tokens, int max_tokens) {
-  GenerationRequest request;
-  request.prompt_ids.assign(prompt_tokens, 5);
-  request.stopping.max_tokens = max_tokens;
-  return request;
-}
-
-TEST(RequestLimitsTest, PromptAndTotalLimitsNameTheFlag) {
-  RequestLimits limits{.max_prompt_tokens = 10, .max_total_tokens = 20};
-  v1::GenerateRequest proto;
-  proto.mutable_stopping()->set_max_tokens(5);
-  GenerationRequest ok = RequestOf(10, 5);
-  EXPECT_TRUE(ApplyRequestLimits(proto, limits, &ok).ok());
-  GenerationRequest long_prompt = RequestOf(11, 5);
-  absl::Status s = ApplyRequestLimits(proto, limits, &long_prompt);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("--max-prompt-tokens is 10"), std::string::npos) << s;
-  proto.mutable_stopping()->set_max_tokens(11);
-  GenerationRequest too_much = RequestOf(10, 11);
-  s = ApplyRequestLimits(proto, limits, &too_much);
-  EXPECT_NE(s.message().find("--max-total-tokens=20"), std::string::npos) << s;
-}
-
-TEST(RequestLimitsTest, UnsetMaxTokensIsLowered) {
-  RequestLimits limits{.max_prompt_tokens = 0, .max_total_tokens = 20};
-  v1::GenerateRequest proto;  // max_tokens unset
-  GenerationRequest request = RequestOf(8, 1024);
-  ASSERT_TRUE(ApplyRequestLimits(proto, limits, &request).ok());
-  EXPECT_EQ(request.stopping.max_tokens, 12);
-  GenerationRequest full = RequestOf(20, 1024);
-  EXPECT_EQ(ApplyRequestLimits(proto, limits, &full).code(), absl::StatusCode::kInvalidArgument);
+// The engine's token budget enforces them (tests/engine/core/token_budget_test).
+TEST(RequestLimitsTest, ReachTheEngineAsOptions) {
+  EngineOptions options;
+  ApplyRequestLimits(RequestLimits{.max_prompt_tokens = 10, .max_total_tokens = 20}, &options);
+  EXPECT_EQ(options.max_prompt_tokens, 10);
+  EXPECT_EQ(options.max_total_tokens, 20);
 }
 
 TEST(ApiKeysTest, FlagsAndFile) {
