@@ -5,7 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "engine/factory/model_path.h"
-#include "engine/factory/weight_dtype_flags.h"
+#include "server/dtype_flags.h"
 #include "server/ops/ops_flags.h"
 
 namespace gemma::server {
@@ -13,19 +13,19 @@ namespace {
 
 void AddFlags(CLI::App& app, ServeFlags& f) {
   ServerOptions& s = f.server;
-  app.add_option("--model", s.model_dir,
+  app.add_option("--model", s.backend.model_dir,
                  "model directory (config.json, safetensors, tokenizer.json or tokenizer.model, "
                  "generation_config.json, chat_template.jinja); default: "
                  "$GEMMA_MODEL_DIR or the embedded demo model")
       ->check(CLI::ExistingDirectory);
-  app.add_option("--backend", s.backend, "cpu | cuda | auto")
+  app.add_option("--backend", s.backend.backend, "cpu | cuda | auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   app.add_option("--host", s.host, "address to listen on")->capture_default_str();
   app.add_option("--port", s.port, "port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  app.add_option("--max-concurrent-sequences", s.max_concurrent_sequences,
+  app.add_option("--max-concurrent-sequences", s.backend.max_slots,
                  "sequences decoded together (backend slots)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -33,14 +33,14 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
                  "requests waiting for a slot before RESOURCE_EXHAUSTED")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
-  app.add_option("--max-context", s.max_context, "tokens per sequence (prompt + output)")
+  app.add_option("--max-context", s.backend.max_context, "tokens per sequence (prompt + output)")
       ->check(CLI::Range(2, 1 << 22))
       ->capture_default_str();
-  app.add_option("--max-tokens-per-step", s.max_tokens_per_step,
+  app.add_option("--max-tokens-per-step", s.backend.max_tokens_per_step,
                  "token budget of one engine step (decodes + prefill chunks)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--kv-block-size", s.kv_block_size,
+  app.add_option("--kv-block-size", s.backend.kv_block_size,
                  "tokens per KV cache block (a power of two; cuda: 0 = one fixed cache per sequence)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
@@ -50,11 +50,11 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
           },
           "0|POW2"))
       ->capture_default_str();
-  app.add_option("--num-kv-blocks", s.num_kv_blocks,
+  app.add_option("--num-kv-blocks", s.backend.num_kv_blocks,
                  "KV blocks in the pool (cuda: the global-layer pool); 0 = sized from memory")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
-  app.add_option("--gpu-memory-utilization", s.gpu_memory_utilization,
+  app.add_option("--gpu-memory-utilization", s.backend.gpu_memory_utilization,
                  "cuda: share of the GPU's memory that weights, activations and the KV cache may fill "
                  "(the KV pool gets what is left)")
       ->check(CLI::Validator(
@@ -66,11 +66,11 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
           },
           "(0,1]"))
       ->capture_default_str();
-  app.add_flag("--random-weights", s.random_weights,
+  app.add_flag("--random-weights", s.backend.random_weights,
                "cuda: build the model of --model's config.json with deterministic random weights "
                "(benchmarks without a checkpoint; pair with --tokenizer)");
-  AddWeightDTypeFlags(app, &s.weights, &s.lm_head);
-  AddKvCacheDTypeFlag(app, &s.kv_cache_dtype);
+  AddWeightDTypeFlags(app, &s.backend.weights, &s.backend.lm_head);
+  AddKvCacheDTypeFlag(app, &s.backend.kv_cache_dtype);
   app.add_option("--tokenizer", s.tokenizer_path,
                  "tokenizer to use instead of the model directory's: a tokenizer.json, a "
                  "tokenizer.model, or a directory holding one")
@@ -92,7 +92,7 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
       ->each([&s](const std::string&) { s.http_port_required = true; });
   app.add_option("--served-model-name", s.served_model_name,
                  "model name the HTTP API answers to (default: the model directory's name)");
-  app.add_option("--threads", s.num_threads, "cpu backend threads (0 = all cores)")
+  app.add_option("--threads", s.backend.num_threads, "cpu backend threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--grace-period-s", f.grace_period_s,
@@ -127,12 +127,12 @@ ParsedFlags ParseServeFlags(int argc, char** argv) {
     std::cerr << s.message() << "\n";
     return {std::nullopt, 2};
   }
-  if (flags.server.lm_head == WeightDType::kFP8 && flags.server.weights != WeightDType::kFP8) {
+  if (flags.server.backend.lm_head == WeightDType::kFP8 && flags.server.backend.weights != WeightDType::kFP8) {
     std::cerr << "--lm-head fp8 needs --weights fp8 (got --weights bf16)\n";
     return {std::nullopt, 2};
   }
-  if (flags.server.model_dir.empty()) flags.server.model_dir = DefaultModelDir();
-  if (flags.server.model_dir.empty()) {
+  if (flags.server.backend.model_dir.empty()) flags.server.backend.model_dir = DefaultModelDir();
+  if (flags.server.backend.model_dir.empty()) {
     std::cerr << "--model: no model directory given, $GEMMA_MODEL_DIR is unset and the "
                  "embedded demo model was not found next to the executable\n";
     return {std::nullopt, 2};

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     spdlog::error("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("loading {} (backend {})", flags.server.model_dir, flags.server.backend);
+  spdlog::info("loading {} (backend {})", flags.server.backend.model_dir, flags.server.backend.backend);
   if (absl::Status loaded = (*server)->Load(); !loaded.ok()) {
     spdlog::error("loading the model failed: {}", loaded.ToString());
     return 1;

@@ -106,32 +106,18 @@ void GemmaServer::SetHealth(bool serving) {
 absl::Status GemmaServer::Load() {
   // A directory: tokenizer.json, else tokenizer.model (as transformers).
   const std::string tokenizer_path =
-      !options_.tokenizer_path.empty() ? options_.tokenizer_path : options_.model_dir;
+      !options_.tokenizer_path.empty() ? options_.tokenizer_path : options_.backend.model_dir;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(tokenizer_path);
   if (!tokenizer.ok()) return tokenizer.status();
   tokenizer_ = *std::move(tokenizer);
   if (absl::Status s = LoadChatTemplate(); !s.ok()) return s;
 
-  BackendOptions backend_options;
-  backend_options.backend = options_.backend;
-  backend_options.model_dir = options_.model_dir;
-  backend_options.max_slots = options_.max_concurrent_sequences;
-  backend_options.max_context = options_.max_context;
-  backend_options.num_threads = options_.num_threads;
-  backend_options.random_weights = options_.random_weights;
-  backend_options.kv_block_size = options_.kv_block_size;
-  backend_options.num_kv_blocks = options_.num_kv_blocks;
-  backend_options.gpu_memory_utilization = options_.gpu_memory_utilization;
-  backend_options.max_tokens_per_step = options_.max_tokens_per_step;
-  backend_options.weights = options_.weights;
-  backend_options.lm_head = options_.lm_head;
-  backend_options.kv_cache_dtype = options_.kv_cache_dtype;
-  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(backend_options);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options_.backend);
   if (!backend.ok()) return backend.status();
 
   EngineOptions engine_options;
   engine_options.max_queue = options_.max_queue;
-  engine_options.max_tokens_per_step = options_.max_tokens_per_step;
+  engine_options.max_tokens_per_step = options_.backend.max_tokens_per_step;
   ops_->ConfigureEngine(&engine_options);
   ops::ApplyRequestLimits(ops_->limits(), &engine_options);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
@@ -153,7 +139,7 @@ absl::Status GemmaServer::Load() {
 // built-in Gemma 4 one.
 absl::Status GemmaServer::LoadChatTemplate() {
   absl::StatusOr<ChatTemplate> loaded =
-      LoadServingChatTemplate(options_.chat_template_path, options_.model_dir);
+      LoadServingChatTemplate(options_.chat_template_path, options_.backend.model_dir);
   if (!loaded.ok()) {
     if (!options_.chat_template_path.empty() && absl::IsNotFound(loaded.status())) {
       return absl::NotFoundError(absl::StrCat("--chat-template: ", loaded.status().message()));
@@ -176,10 +162,10 @@ v1::ModelInfo GemmaServer::DescribeModel() const {
   const Backend& backend = engine_->backend();
   const ModelConfig& config = backend.config();
   v1::ModelInfo info;
-  info.set_model_name(std::filesystem::path(options_.model_dir).lexically_normal()
+  info.set_model_name(std::filesystem::path(options_.backend.model_dir).lexically_normal()
                           .filename().string());
   if (info.model_name().empty()) {
-    info.set_model_name(std::filesystem::path(options_.model_dir).lexically_normal()
+    info.set_model_name(std::filesystem::path(options_.backend.model_dir).lexically_normal()
                             .parent_path().filename().string());
   }
   info.set_architecture(config.architecture);

@@ -30,20 +30,10 @@ namespace gemma::server {
 struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;                   // 0 = any free port (see port())
-  std::string model_dir;
-  std::string backend = "auto";       // cpu | cuda | auto
-  int max_concurrent_sequences = 8;   // backend slots
+  // The model, its backend and their sizes, passed to CreateBackend as they
+  // are; max_tokens_per_step is also the engine's chunked-prefill budget.
+  BackendOptions backend{.max_tokens_per_step = 512};
   int max_queue = 256;
-  int max_context = 4096;
-  int num_threads = 0;                // cpu backend: 0 = all cores
-  int max_tokens_per_step = 512;      // chunked-prefill token budget per engine step
-  bool random_weights = false;        // cuda: model_dir holds only config.json
-  int kv_block_size = 16;             // tokens per KV block (cuda: 0 = per-slot caches)
-  int num_kv_blocks = 0;              // 0: sized from memory (cuda: gpu_memory_utilization)
-  double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory weights + KV may fill
-  WeightDType weights = WeightDType::kBF16;  // cuda: linear layers' dtype (--weights)
-  std::optional<WeightDType> lm_head;        // cuda: the LM head's dtype (--lm-head; unset = weights)
-  KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda: --kv-cache-dtype
   std::string tokenizer_path;         // empty: the model directory's tokenizer
   std::string chat_template_path;     // empty: the model directory's template
   std::string generation_config = "auto";  // auto | ignore (sampling defaults)

@@ -18,7 +18,7 @@
 #include "engine/core/engine.h"
 #include "engine/factory/backend_factory.h"
 #include "engine/factory/model_path.h"
-#include "engine/factory/weight_dtype_flags.h"
+#include "server/dtype_flags.h"
 #include "spdlog/spdlog.h"
 
 namespace {

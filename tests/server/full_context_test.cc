@@ -38,12 +38,12 @@ class FullContextServerTest : public ::testing::TestWithParam<Model> {
  protected:
   static ServerOptions Options(const std::string& model_dir, int num_kv_blocks) {
     ServerOptions options = TestServerOptions();
-    options.model_dir = model_dir;
-    options.max_concurrent_sequences = 2;
-    options.max_context = kMaxContext;
-    options.kv_block_size = kBlockSize;
-    options.num_kv_blocks = num_kv_blocks;
-    options.max_tokens_per_step = 512;
+    options.backend.model_dir = model_dir;
+    options.backend.max_slots = 2;
+    options.backend.max_context = kMaxContext;
+    options.backend.kv_block_size = kBlockSize;
+    options.backend.num_kv_blocks = num_kv_blocks;
+    options.backend.max_tokens_per_step = 512;
     return options;
   }
 };

@@ -19,12 +19,12 @@ ServerOptions TestServerOptions() {
   ServerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;
-  options.model_dir = kModelDir;
-  options.backend = "cpu";
-  options.max_concurrent_sequences = 32;
+  options.backend.model_dir = kModelDir;
+  options.backend.backend = "cpu";
+  options.backend.max_slots = 32;
   options.max_queue = 64;
-  options.max_context = 1024;
-  options.num_threads = 1;  // the CI machine has 2 cores shared by everything
+  options.backend.max_context = 1024;
+  options.backend.num_threads = 1;  // the CI machine has 2 cores shared by everything
   return options;
 }
 

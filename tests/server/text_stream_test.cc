@@ -211,7 +211,7 @@ TEST(GenerationConfigTest, UnsetSamplingFieldsTakeTheModelsDefaults) {
   dir.Write("generation_config.json",
             R"({"eos_token_id": [1, 6], "temperature": 0.0, "top_k": 7, "top_p": 0.5})");
   ServerOptions options = TestServerOptions();
-  options.model_dir = dir.path();
+  options.backend.model_dir = dir.path();
   auto server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
   const v1::ModelInfo info = GetInfo(*server);
@@ -253,7 +253,7 @@ TEST(GenerationConfigTest, EosIdListEndsGeneration) {
   dir.Write("generation_config.json",
             "{\"eos_token_id\": [1, " + std::to_string(stop_id) + "]}");
   ServerOptions options = TestServerOptions();
-  options.model_dir = dir.path();
+  options.backend.model_dir = dir.path();
   auto server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
   auto stub = NewStub(server->address());
@@ -271,7 +271,7 @@ TEST(TokenizerJsonModelTest, DirectoryWithOnlyTokenizerJsonServesTheSameGreedyId
   dir.Remove("tokenizer.model");
   dir.Link("tokenizer.json", std::string(GEMMA_TEST_DATA) + "/tokenizers/gemma4-fortunes.tokenizer.json");
   ServerOptions options = TestServerOptions();
-  options.model_dir = dir.path();
+  options.backend.model_dir = dir.path();
   auto server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
   auto stub = NewStub(server->address());

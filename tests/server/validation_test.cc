@@ -160,7 +160,7 @@ TEST_F(ValidationTest, UnaryCallsValidateToo) {
 
 TEST_F(ValidationTest, FullQueueAnswersResourceExhaustedAtOnce) {
   ServerOptions options = TestServerOptions();
-  options.max_concurrent_sequences = 1;
+  options.backend.max_slots = 1;
   options.max_queue = 1;
   std::unique_ptr<GemmaServer> small = StartTestServer(options);
   ASSERT_NE(small, nullptr);

@@ -19,7 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/factory/weight_dtype_flags.h"
+#include "server/dtype_flags.h"
 #include "engine/tools/bench/batch_decode.h"
 #include "engine/tools/bench/gemv_bench.h"
 #include "nlohmann/json.hpp"

@@ -164,7 +164,7 @@ TEST(OpsStatusTest, GetServerStatusReportsLoadAndAFullPoolWhenIdle) {
   EXPECT_EQ(status.kv_free_blocks(), status.kv_total_blocks());
   EXPECT_EQ(status.kv_cache_usage(), 0.0);
   EXPECT_EQ(status.generated_tokens(), 6);
-  EXPECT_EQ(status.max_batch(), TestServerOptions().max_concurrent_sequences);
+  EXPECT_EQ(status.max_batch(), TestServerOptions().backend.max_slots);
   EXPECT_GE(status.prefix_cache_queries(), status.prefix_cache_hits());
 }
 

@@ -1,7 +1,8 @@
 // The --weights, --lm-head and --kv-cache-dtype flags, alike in every front
 // end (gemma-serve, gemma-generate, gemma-bench): CLI11 checks the value,
-// ParseWeightDType / ParseKvCacheDType turn it into the enum. Header-only: the factory library itself does
-// not depend on CLI11.
+// ParseWeightDType / ParseKvCacheDType turn it into the enum. Header-only and
+// kept with the front ends' flag parsing, so no engine library depends on
+// CLI11.
 #pragma once
 
 #include <optional>
