@@ -9,7 +9,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "engine/factory/backend_factory.h"
+#include "engine/core/backend_options.h"
 
 namespace gemma {
 
