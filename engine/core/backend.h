@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstddef>
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/model/config.h"
 #include "engine/sampling/row_sampler.h"
 
@@ -31,11 +31,20 @@ struct SequenceChunk {
   int slot = 0;
   std::span<const int32_t> token_ids;  // positions start_position .. +size-1
   int32_t start_position = 0;          // == tokens already cached in the slot
-  bool all_logits = false;             // logits for every token, not only the last
+  bool all_logits = false;             // logits for every token, not only the last (implies return_logits)
   // Paged mode only: blocks backing positions [0, start_position + size).
   std::span<const int32_t> global_blocks;
   std::span<const int32_t> sliding_blocks;  // -1 for blocks that left the window
+  // The host needs this chunk's logits (host sampling, logprobs, tests).
+  bool return_logits = false;
 };
+
+// Whether a Forward of `chunks` returns logits: some chunk asks for them.
+inline bool WantsLogits(std::span<const SequenceChunk> chunks) {
+  for (const SequenceChunk& c : chunks)
+    if (c.return_logits || c.all_logits) return true;
+  return false;
+}
 
 struct KvCacheSpec {
   int block_size = 0;          // tokens per block; 0 = slot mode
@@ -43,11 +52,22 @@ struct KvCacheSpec {
   int num_sliding_blocks = 0;
 };
 
-struct StepOutput {
-  // fp32 logits rows, chunk by chunk: one row per chunk, or size() rows for a
-  // chunk with all_logits. Row r is logits[r*vocab, (r+1)*vocab).
+// What one Forward returns.
+struct ForwardResult {
+  // Per chunk: the token its last position picks by its RowSampling.
+  std::vector<int32_t> next_ids;
+  // Only when WantsLogits(chunks), else empty: fp32 logits rows of every
+  // chunk, chunk by chunk: one row per chunk, or size() rows for a chunk with
+  // all_logits. Row r is logits[r*vocab, (r+1)*vocab).
   std::vector<float> logits;
-  std::vector<int> first_row;  // per chunk, index of its first row
+  std::vector<int> first_row;  // per chunk, index of its first row (with logits)
+
+  // The logits row of chunk i's last position (REQUIRES: logits returned).
+  // Mutable: the host sampler applies penalties in place.
+  std::span<float> LastLogits(std::span<const SequenceChunk> chunks, size_t i, int vocab) {
+    const size_t row = chunks[i].all_logits ? first_row[i] + chunks[i].token_ids.size() - 1 : first_row[i];
+    return std::span<float>(logits).subspan(row * vocab, static_cast<size_t>(vocab));
+  }
 };
 
 class Backend {
@@ -65,44 +85,35 @@ class Backend {
   virtual std::optional<size_t> device_memory_used_bytes() const { return std::nullopt; }
   // Forgets a slot's cache (its next chunk must start at position 0).
   virtual void ResetSlot(int slot) = 0;
-  // Runs the forward for every chunk together.
-  // REQUIRES: distinct slots; start_position == the sequence's cached length.
-  virtual absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) = 0;
-  // Greedy fast path: (*next_ids)[i] is the argmax (lowest id on ties) of
-  // chunk i's last position. A device backend computes it where the logits
-  // are, so no logits cross to the host. The default runs Forward and
-  // reduces on the host.
-  // Sampling where the logits are: (*next_ids)[i] is drawn from chunk i's
-  // last position with rows[i] (row_sampler.h's rule). The engine uses it
-  // when can_sample_on_device(); the default runs Forward and draws on the
-  // host by the same rule.
+  // Whether the engine takes sampled (not only greedy) tokens from
+  // ForwardResult::next_ids: the backend draws where the logits are, by
+  // row_sampler.h's rule, so only ids cross to the host. Otherwise the engine
+  // asks for the logits of non-greedy rows and draws with its own Sampler.
   virtual bool can_sample_on_device() const { return false; }
-  virtual absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
-                                     std::vector<int32_t>* next_ids) {
-    if (rows.size() != chunks.size()) return absl::InvalidArgumentError("ForwardSample: one row per chunk");
-    StepOutput out;
-    if (absl::Status s = Forward(chunks, &out); !s.ok()) return s;
-    next_ids->clear();
-    for (size_t i = 0; i < chunks.size(); ++i) next_ids->push_back(SampleRow(LastLogits(chunks, out, i), rows[i]));
-    return absl::OkStatus();
-  }
-  virtual absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) {
-    StepOutput out;
-    if (absl::Status s = Forward(chunks, &out); !s.ok()) return s;
-    next_ids->clear();
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const std::span<const float> row = LastLogits(chunks, out, i);
-      next_ids->push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
-    }
-    return absl::OkStatus();
-  }
+  // Runs the forward for every chunk together. result->next_ids[i] is picked
+  // from chunk i's last position by rows[i] (row_sampler.h; greedy when
+  // IsGreedy(rows[i]): the argmax, lowest id on ties); `rows` empty: greedy
+  // for every chunk. The logits come back too when WantsLogits(chunks).
+  // REQUIRES: distinct slots; start_position == the sequence's cached length;
+  // rows empty or one per chunk.
+  virtual absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                               ForwardResult* result) = 0;
 
  protected:
-  // The logits row of chunk i's last position.
-  std::span<const float> LastLogits(std::span<const SequenceChunk> chunks, const StepOutput& out, size_t i) const {
-    const size_t vocab = static_cast<size_t>(config().vocab_size);
-    const size_t row = chunks[i].all_logits ? out.first_row[i] + chunks[i].token_ids.size() - 1 : out.first_row[i];
-    return std::span<const float>(out.logits).subspan(row * vocab, vocab);
+  // The REQUIRES of Forward's rows, as a status naming the counts.
+  static absl::Status CheckRows(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows) {
+    if (rows.empty() || rows.size() == chunks.size()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(rows.size(), " sampling rows for ", chunks.size(),
+                                                   " chunks (want one per chunk, or none for greedy)"));
+  }
+  // next_ids from result's logits on the host (SampleRow), for a backend
+  // whose logits are there (or were copied there).
+  void PickOnHost(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                  ForwardResult* result) const {
+    result->next_ids.clear();
+    for (size_t i = 0; i < chunks.size(); ++i)
+      result->next_ids.push_back(
+          SampleRow(result->LastLogits(chunks, i, config().vocab_size), rows.empty() ? RowSampling{} : rows[i]));
   }
 };
 

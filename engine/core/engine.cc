@@ -17,7 +17,6 @@
 namespace gemma {
 namespace {
 
-// Greedy with nothing that needs the logits on the host (penalties, logprobs).
 // Sampling the device can do: no penalties (they need the token history) and
 // no logprobs (they need the logits on the host).
 bool DeviceSamplable(const SamplingParams& p) {
@@ -25,7 +24,6 @@ bool DeviceSamplable(const SamplingParams& p) {
          p.num_logprobs < 0;
 }
 
-bool IsPlainGreedy(const SamplingParams& p) { return p.greedy() && DeviceSamplable(p); }
 
 AdmissionLimits AdmissionLimitsOf(const EngineOptions& options, const Backend& backend) {
   AdmissionLimits limits;
@@ -207,26 +205,28 @@ void EngineImpl::RunStep() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
-  // Where the tokens are picked: plainly greedy steps take argmax ids from the
-  // backend, steps whose samplers the device can run draw there (on the GPU
-  // only ids come back either way); anything else samples on the host.
-  bool greedy_only = true, on_device = backend_->can_sample_on_device();
-  std::vector<RowSampling> rows(plan.owners.size());
+  // Where each token is picked: by the backend (greedy rows, and every
+  // device-samplable row where the backend samples on the device: on the GPU
+  // only ids come back), or on the host by the sequence's Sampler from the
+  // logits (penalties, logprobs, or a backend that only picks greedily).
+  const bool device_draws = backend_->can_sample_on_device();
+  std::vector<RowSampling> rows(plan.owners.size());  // greedy unless set
+  std::vector<bool> host_drawn(plan.owners.size(), false);
   for (size_t i = 0; i < plan.owners.size(); ++i) {
     const Sequence& seq = *plan.owners[i];
     const bool samples = seq.num_computed + plan.chunks[i].token_ids.size() == seq.tokens.size();
     if (!samples) continue;
     const SamplingParams& sp = seq.request.sampling;
-    greedy_only = greedy_only && IsPlainGreedy(sp);
-    on_device = on_device && DeviceSamplable(sp);
-    rows[i] = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, seq.sample_seed, static_cast<uint64_t>(seq.num_output())};
+    if (DeviceSamplable(sp) && (device_draws || sp.greedy())) {
+      rows[i] = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, seq.sample_seed,
+                 static_cast<uint64_t>(seq.num_output())};
+    } else {
+      host_drawn[i] = true;
+      plan.chunks[i].return_logits = true;
+    }
   }
-  const bool host_sampling = !greedy_only && !on_device;
-  StepOutput out;
-  std::vector<int32_t> picked_ids;
-  absl::Status status = greedy_only  ? backend_->ForwardGreedy(plan.chunks, &picked_ids)
-                        : on_device ? backend_->ForwardSample(plan.chunks, rows, &picked_ids)
-                                    : backend_->Forward(plan.chunks, &out);
+  ForwardResult result;
+  absl::Status status = backend_->Forward(plan.chunks, rows, &result);
   ++steps_;
   if (options_.on_step) options_.on_step(last_batch_size_);
   if (!status.ok()) {
@@ -246,21 +246,16 @@ void EngineImpl::RunStep() {
     scheduler_.Computed(seq, n);
     if (seq.remaining() > 0) continue;  // more to prefill: these logits are not needed
     SampleResult sample;
-    const std::span<float> logits =
-        host_sampling ? std::span<float>(out.logits).subspan(int64_t{out.first_row[i]} * vocab, vocab)
-                      : std::span<float>();
-    if (!host_sampling) {
-      sample.token_id = picked_ids[i];
-      seq.sampler.Accept(sample.token_id);
-    } else if (backend_->can_sample_on_device() && DeviceSamplable(seq.request.sampling)) {
-      // Sampled on the host only because a neighbour needed the logits: the
-      // device's rule with the same (seed, step) noise, so the draw does not
-      // switch generators with its company (the host twin's exp/log may
-      // differ from the device's by an ulp, which decides only near-ties).
-      sample.token_id = SampleRow(logits, rows[i]);
-      seq.sampler.Accept(sample.token_id);
+    if (host_drawn[i]) {
+      sample = seq.sampler.Sample(result.LastLogits(plan.chunks, i, vocab));
     } else {
-      sample = seq.sampler.Sample(logits);
+      // When a neighbour needed the logits, a backend that samples on the
+      // device picks this row on the host by the same rule and (seed, step)
+      // noise, so the draw does not switch generators with its company (the
+      // host twin's exp/log may differ from the device's by an ulp, which
+      // decides only near-ties).
+      sample.token_id = result.next_ids[i];
+      seq.sampler.Accept(sample.token_id);
     }
     CommitToken(seq, std::move(sample));
   }

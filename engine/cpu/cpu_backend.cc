@@ -55,7 +55,10 @@ class CpuBackend final : public Backend {
     return floats * static_cast<int64_t>(sizeof(float));
   }
   void ResetSlot(int) override {}  // paged: the block manager owns the KV
-  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
+  // Logits are on the host anyway: next_ids by SampleRow; the logits stay in
+  // the result only when asked for.
+  absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                       ForwardResult* result) override;
 
  private:
   absl::Status Validate(std::span<const SequenceChunk> chunks) const;
@@ -67,7 +70,7 @@ class CpuBackend final : public Backend {
               float* out);
   void AppendKv(int layer, const ChunkRows& chunk, const float* k, const float* v);
   void ComputeLogits(std::span<const SequenceChunk> chunks, std::span<const ChunkRows> rows,
-                     const std::vector<float>& hidden, StepOutput* out);
+                     const std::vector<float>& hidden, ForwardResult* out);
 
   ModelConfig config_;
   cpu::ModelParams params_;
@@ -134,7 +137,9 @@ absl::Status CpuBackend::Validate(std::span<const SequenceChunk> chunks) const {
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, StepOutput* out) {
+absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> sampling,
+                                 ForwardResult* out) {
+  if (absl::Status s = CheckRows(chunks, sampling); !s.ok()) return s;
   if (absl::Status s = Validate(chunks); !s.ok()) return s;
   const int64_t hidden_size = config_.hidden_size;
   std::vector<ChunkRows> rows;
@@ -153,6 +158,11 @@ absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, StepOutp
   }
   for (int l = 0; l < config_.num_layers; ++l) RunLayer(l, rows, hidden);
   ComputeLogits(chunks, rows, hidden, out);
+  PickOnHost(chunks, sampling, out);
+  if (!WantsLogits(chunks)) {
+    out->logits.clear();
+    out->first_row.clear();
+  }
   return absl::OkStatus();
 }
 
@@ -277,7 +287,7 @@ void CpuBackend::AppendKv(int layer, const ChunkRows& c, const float* k, const f
 }
 
 void CpuBackend::ComputeLogits(std::span<const SequenceChunk> chunks, std::span<const ChunkRows> rows,
-                               const std::vector<float>& hidden, StepOutput* out) {
+                               const std::vector<float>& hidden, ForwardResult* out) {
   const int64_t H = config_.hidden_size, V = config_.vocab_size;
   std::vector<float> selected;
   out->first_row.clear();

@@ -71,15 +71,19 @@ struct CudaBackend::Impl {
   int DecodeBucket(int batch) const;
   absl::Status Validate(std::span<const SequenceChunk> chunks) const;
   absl::Status ValidateTables(const SequenceChunk& c) const;
-  // What a pass returns: logits rows, argmax ids, or ids drawn with `rows`.
+  // What a pass returns: logits rows to the host, and/or one id per result
+  // row (a chunk, or with logits a logits row), drawn with `rows` (per
+  // chunk; ids only) or, rows empty, the argmax.
   struct PassOutput {
     float* logits = nullptr;
     int32_t* ids = nullptr;
-    bool greedy = false;
-    std::span<const RowSampling> rows;  // sampling when non-empty (per chunk)
+    std::span<const RowSampling> rows;
+    bool argmax() const { return ids != nullptr && rows.empty(); }
   };
   absl::Status RunPass(cuda::PassPlan& plan, const PassOutput& want);
   absl::Status Sample(const cuda::PassPlan& plan, int begin, int count, const PassOutput& want);
+  // REQUIRES: Validate(chunks) passed.
+  absl::Status ForwardLogits(std::span<const SequenceChunk> chunks, bool argmax, ForwardResult* result);
   absl::Status ForwardIds(std::span<const SequenceChunk> chunks, const PassOutput& want, std::vector<int32_t>* next_ids);
   absl::Status EnqueueDecode(int batch);
   absl::Status Collect(const cuda::PassPlan& plan, int begin, int count, const int32_t* device_ids,

@@ -258,35 +258,23 @@ void CudaBackend::ResetSlot(int slot) {
   if (slot >= 0 && slot < max_slots()) impl_->lengths[slot] = 0;
 }
 
-absl::Status CudaBackend::Forward(std::span<const SequenceChunk> chunks, StepOutput* out) {
+absl::Status CudaBackend::Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                  ForwardResult* result) {
+  GEMMA_STATUS_RETURN_IF_ERROR(CheckRows(chunks, rows));
   GEMMA_STATUS_RETURN_IF_ERROR(impl_->Validate(chunks));
-  int total_rows = 0;
-  out->first_row = cuda::FirstRows(chunks, &total_rows);
-  out->logits.assign(static_cast<size_t>(total_rows) * impl_->config.vocab_size, 0.0f);
-  Impl::PassOutput want;
-  want.logits = out->logits.data();
-  for (cuda::PassPlan& plan : cuda::PlanPasses(chunks, impl_->chunk_tokens, impl_->cache.block_size())) {
-    GEMMA_STATUS_RETURN_IF_ERROR(impl_->RunPass(plan, want));
+  const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) { return IsGreedy(r); });
+  if (WantsLogits(chunks)) {
+    // Greedy ids come from the device's argmax; sampled rows are drawn on the
+    // host from the logits by the same rule (the engine's mixed steps).
+    GEMMA_STATUS_RETURN_IF_ERROR(impl_->ForwardLogits(chunks, greedy, result));
+    if (!greedy) PickOnHost(chunks, rows, result);
+    return absl::OkStatus();
   }
-  impl_->Commit(chunks);
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::ForwardGreedy(std::span<const SequenceChunk> chunks,
-                                        std::vector<int32_t>* next_ids) {
+  result->logits.clear();
+  result->first_row.clear();
   Impl::PassOutput want;
-  want.greedy = true;
-  return impl_->ForwardIds(chunks, want, next_ids);
-}
-
-absl::Status CudaBackend::ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
-                                        std::vector<int32_t>* next_ids) {
-  if (rows.size() != chunks.size())
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda: ", rows.size(), " sampling rows for ", chunks.size(), " chunks"));
-  Impl::PassOutput want;
-  want.rows = rows;
-  return impl_->ForwardIds(chunks, want, next_ids);
+  if (!greedy) want.rows = rows;
+  return impl_->ForwardIds(chunks, want, &result->next_ids);
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithTuning(const BackendOptions& options,

@@ -49,16 +49,15 @@ class CudaBackend : public Backend {
   int max_context() const override;
   KvCacheSpec kv_cache_spec() const override;
   void ResetSlot(int slot) override;
-  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override;
-
-  // Greedy fast path: the argmax token of each chunk's last position
-  // ((*next_ids)[i] for chunk i), computed on the device; no logits cross to
-  // the host. all_logits is ignored.
-  absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) override;
-  // Device sampling (kernels/sampling/sample.h): only ids cross to the host.
+  // Device picking: argmax when every row is greedy (fused into the logits,
+  // and in the decode graphs), else the sampling kernel
+  // (kernels/sampling/sample.h); only ids cross to the host. With logits
+  // asked for (WantsLogits), they are copied to the host too, and sampled
+  // (non-greedy) rows are drawn there by the same rule (all_logits is
+  // honoured only then).
   bool can_sample_on_device() const override { return true; }
-  absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
-                             std::vector<int32_t>* next_ids) override;
+  absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                       ForwardResult* result) override;
 
   int chunk_tokens() const;  // tokens per pass in use
   int64_t weight_bytes() const;

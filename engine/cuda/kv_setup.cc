@@ -122,8 +122,7 @@ absl::Status CudaBackend::Impl::WarmUpPrefill() {
   plan.max_q_len = n;
   int32_t id = 0;
   PassOutput want;
-  want.greedy = true;
-  want.ids = &id;
+  want.ids = &id;  // argmax
   GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
   spdlog::info("cuda: prefill pass of {} tokens warmed up in {:.2f} s", n,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

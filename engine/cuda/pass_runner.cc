@@ -69,17 +69,17 @@ absl::Status CudaBackend::Impl::RunPass(cuda::PassPlan& plan, const PassOutput& 
   if (graph_pass) {
     GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(batch));  // logits and argmax of every row
     if (sampling) return Sample(plan, 0, rows, want);
-    return Collect(plan, 0, rows, want.greedy ? runner->ids() : nullptr, want);
+    return Collect(plan, 0, rows, want.argmax() ? runner->ids() : nullptr, want);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(
       runner->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream));
   for (int begin = 0; begin < rows; begin += runner->max_logit_rows()) {
     const int count = std::min(rows - begin, runner->max_logit_rows());
-    GEMMA_STATUS_RETURN_IF_ERROR(runner->EnqueueLogits(begin, count, want.greedy, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(runner->EnqueueLogits(begin, count, want.argmax(), stream));
     if (sampling) {
       GEMMA_STATUS_RETURN_IF_ERROR(Sample(plan, begin, count, want));
     } else {
-      GEMMA_STATUS_RETURN_IF_ERROR(Collect(plan, begin, count, want.greedy ? runner->ids() : nullptr, want));
+      GEMMA_STATUS_RETURN_IF_ERROR(Collect(plan, begin, count, want.argmax() ? runner->ids() : nullptr, want));
     }
   }
   return cuda::CudaStatus(cudaStreamSynchronize(stream), "forward pass");
@@ -89,10 +89,7 @@ absl::Status CudaBackend::Impl::RunPass(cuda::PassPlan& plan, const PassOutput& 
 // with their chunks' parameters on the device, then collects the ids.
 absl::Status CudaBackend::Impl::Sample(const cuda::PassPlan& plan, int begin, int count, const PassOutput& want) {
   auto* host_rows = host_sample_rows.get<kernels::SampleRowParams>();
-  for (int r = 0; r < count; ++r) {
-    const RowSampling& rs = want.rows[plan.dest_rows[begin + r]];
-    host_rows[r] = {rs.temperature, rs.top_k, rs.top_p, rs.min_p, rs.seed, rs.step};
-  }
+  for (int r = 0; r < count; ++r) host_rows[r] = want.rows[plan.dest_rows[begin + r]];
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_rows.get(), host_rows, count * sizeof(kernels::SampleRowParams),
                                              cudaMemcpyHostToDevice, stream));
   kernels::SampleParams sp;
@@ -105,15 +102,16 @@ absl::Status CudaBackend::Impl::Sample(const cuda::PassPlan& plan, int begin, in
   return Collect(plan, begin, count, sample_ids.get<int32_t>(), want);
 }
 
-// Copies logits rows [begin, begin + count), or their ids from `device_ids`,
-// to their StepOutput rows.
+// Copies logits rows [begin, begin + count) when the result wants logits,
+// and their ids from `device_ids` when given, to their rows of the result.
 absl::Status CudaBackend::Impl::Collect(const cuda::PassPlan& plan, int begin, int count, const int32_t* device_ids,
                                         const PassOutput& want) {
   const size_t vocab = config.vocab_size;
   if (device_ids != nullptr) {
     GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ids.get(), device_ids, count * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, stream));
-  } else {
+  }
+  if (want.logits != nullptr) {
     GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.get(), runner->logits(),
                                                count * vocab * sizeof(float), cudaMemcpyDeviceToHost,
                                                stream));
@@ -121,11 +119,33 @@ absl::Status CudaBackend::Impl::Collect(const cuda::PassPlan& plan, int begin, i
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   for (int r = 0; r < count; ++r) {
     const int dest = plan.dest_rows[begin + r];
-    if (device_ids != nullptr) {
-      want.ids[dest] = host_ids.get<int32_t>()[r];
-    } else {
+    if (device_ids != nullptr) want.ids[dest] = host_ids.get<int32_t>()[r];
+    if (want.logits != nullptr)
       std::memcpy(want.logits + dest * vocab, host_logits.get<float>() + r * vocab, vocab * sizeof(float));
-    }
+  }
+  return absl::OkStatus();
+}
+
+// Every chunk's logits rows, copied to the host; with `argmax` also each
+// chunk's argmax id from the device (per logits row, then each chunk's last).
+absl::Status CudaBackend::Impl::ForwardLogits(std::span<const SequenceChunk> chunks, bool argmax,
+                                              ForwardResult* result) {
+  int total_rows = 0;
+  result->first_row = cuda::FirstRows(chunks, &total_rows);
+  result->logits.assign(static_cast<size_t>(total_rows) * config.vocab_size, 0.0f);
+  std::vector<int32_t> row_ids(argmax ? total_rows : 0);
+  PassOutput want;
+  want.logits = result->logits.data();
+  if (argmax) want.ids = row_ids.data();
+  for (cuda::PassPlan& plan : cuda::PlanPasses(chunks, chunk_tokens, cache.block_size())) {
+    GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
+  }
+  Commit(chunks);
+  result->next_ids.clear();
+  if (!argmax) return absl::OkStatus();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const size_t last = chunks[i].all_logits ? chunks[i].token_ids.size() - 1 : 0;
+    result->next_ids.push_back(row_ids[result->first_row[i] + last]);
   }
   return absl::OkStatus();
 }
@@ -133,7 +153,6 @@ absl::Status CudaBackend::Impl::Collect(const cuda::PassPlan& plan, int begin, i
 // Greedy or sampled ids of every chunk's last position.
 absl::Status CudaBackend::Impl::ForwardIds(std::span<const SequenceChunk> chunks, const PassOutput& want,
                                            std::vector<int32_t>* next_ids) {
-  GEMMA_STATUS_RETURN_IF_ERROR(Validate(chunks));
   std::vector<SequenceChunk> last_only(chunks.begin(), chunks.end());
   for (SequenceChunk& c : last_only) c.all_logits = false;
   next_ids->assign(chunks.size(), 0);

@@ -34,7 +34,7 @@ struct PassPlan {
   std::vector<int32_t> token_ids, positions, token_slot;
   std::vector<int32_t> seq_slot, q_offsets{0}, q_pos0;
   std::vector<int32_t> logit_rows;  // token index within the pass, per logits row
-  std::vector<int> dest_rows;       // StepOutput row of each logits row
+  std::vector<int> dest_rows;       // result row (logits row or chunk id) of each logits row
   int max_q_len = 0;
   // Paged cache: cache row of each token (-1: padding, not written) and the
   // sequences' block tables (globals, then slidings; offsets into `tables`).
@@ -55,7 +55,7 @@ struct PassPlan {
   int WriteTo(const MetadataLayout& layout, int32_t* block) const;
 };
 
-// Rows of StepOutput per chunk: one, or size() with all_logits.
+// Logits rows of ForwardResult per chunk: one, or size() with all_logits.
 std::vector<int> FirstRows(std::span<const SequenceChunk> chunks, int* total_rows);
 
 // Cuts chunks into passes; a pass holds at most one piece of each chunk, so a

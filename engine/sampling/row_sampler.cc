@@ -24,16 +24,19 @@ bool Better(float v, int i, float bv, int bi) {
 
 int32_t SampleRow(std::span<const float> logits, const RowSampling& row) {
   const int vocab = static_cast<int>(logits.size());
-  const bool greedy = kernels::IsGreedyTemperature(row.temperature);
-  const float inv_t = greedy ? 1.0f : 1.0f / row.temperature;
-  std::vector<float> y(vocab);
   float best = -std::numeric_limits<float>::max();
   int best_i = vocab;
+  if (IsGreedy(row)) {  // the argmax, lowest id on ties, NaN never
+    for (int i = 0; i < vocab; ++i)
+      if (Better(logits[i], i, best, best_i)) best = logits[i], best_i = i;
+    return best_i < vocab ? best_i : 0;
+  }
+  const float inv_t = 1.0f / row.temperature;
+  std::vector<float> y(vocab);
   for (int i = 0; i < vocab; ++i) {
     y[i] = std::isnan(logits[i]) ? -INFINITY : logits[i] * inv_t;
     if (Better(logits[i] * inv_t, i, best, best_i)) best = logits[i] * inv_t, best_i = i;
   }
-  if (greedy) return best_i < vocab ? best_i : 0;
   const float max = best;
   std::vector<float> sorted(y);
   std::sort(sorted.begin(), sorted.end(), std::greater<float>());

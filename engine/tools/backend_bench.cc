@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   }
   auto chunk = [&](int slot, std::span<const int32_t> ids, int32_t start) {
     gemma::SequenceChunk c{slot, ids, start, false};
+    c.return_logits = true;  // times the forward with its logits copied to the host
     c.global_blocks = blocks[slot];
     c.sliding_blocks = blocks[slot];
     return c;
@@ -85,9 +86,9 @@ int main(int argc, char** argv) {
       (*backend)->ResetSlot(s);
       chunks.push_back(chunk(s, prompt, 0));
     }
-    gemma::StepOutput out;
+    gemma::ForwardResult out;
     auto t0 = std::chrono::steady_clock::now();
-    if (auto st = (*backend)->Forward(chunks, &out); !st.ok()) {
+    if (auto st = (*backend)->Forward(chunks, {}, &out); !st.ok()) {
       std::fprintf(stderr, "prefill failed: %s\n", st.ToString().c_str());
       return 1;
     }
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < decode_steps; ++step) {
       for (int s = 0; s < batch; ++s) chunks[s] = chunk(s, {&next[s], 1}, prompt_len + step);
-      if (auto st = (*backend)->Forward(chunks, &out); !st.ok()) {
+      if (auto st = (*backend)->Forward(chunks, {}, &out); !st.ok()) {
         std::fprintf(stderr, "decode failed: %s\n", st.ToString().c_str());
         return 1;
       }

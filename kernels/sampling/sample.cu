@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const __grid_constant__
   __shared__ Shared s;
   const SampleRowParams r = p.rows[blockIdx.x];
   const float* row = p.logits + static_cast<size_t>(blockIdx.x) * p.vocab;
-  const bool greedy = IsGreedyTemperature(r.temperature);
+  const bool greedy = IsGreedy(r);
   const float inv_t = greedy ? 1.0f : 1.0f / r.temperature;
 
   float best = -FLT_MAX;

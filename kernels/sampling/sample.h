@@ -1,8 +1,8 @@
 // Sampling on the device for a whole batch, each row with its own
 // temperature, top-k, top-p, min-p, seed and step. Only ids reach the host.
 //
-// Per row, with y = logits / temperature (temperature below 1e-5: argmax,
-// lowest id on ties):
+// Per row (SampleRowParams, sample_row.h), with y = logits / temperature
+// (IsGreedy: argmax, lowest id on ties):
 //   top-k  keeps y >= the k-th largest y;
 //   top-p  then keeps y >= the largest t whose kept mass sum(exp(y - max))
 //          over y >= t reaches top_p of what top-k kept;
@@ -23,17 +23,9 @@
 #include <cstdint>
 #include <string>
 
-namespace gemma::kernels {
+#include "kernels/sampling/sample_row.h"
 
-// One row's parameters (an array of these lives on the device).
-struct SampleRowParams {
-  float temperature = 0.0f;  // < kMinSampleTemperature (1e-5): greedy
-  int32_t top_k = 0;         // <= 0 or >= vocab: off
-  float top_p = 1.0f;        // >= 1: off
-  float min_p = 0.0f;        // <= 0: off
-  uint64_t seed = 0;
-  uint64_t step = 0;         // the sequence's output index being drawn
-};
+namespace gemma::kernels {
 
 struct SampleParams {
   const float* logits = nullptr;           // [num_rows, vocab]

@@ -103,9 +103,9 @@ void CheckParity(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& gold
     const auto& g = golden[p];
     const std::string tag = std::string(name) + " prompt " + std::to_string(p);
     b.ResetSlot(1);
-    StepOutput out;
+    ForwardResult out;
     SequenceChunk c{1, g.ids, 0, true};
-    ASSERT_TRUE(b.Forward({&c, 1}, &out).ok());
+    ASSERT_TRUE(b.Forward({&c, 1}, {}, &out).ok());
     ASSERT_EQ(g.prefill_logits.size(), out.logits.size());
     double worst_prefill = ExpectRowsClose(out.logits.data(), g.prefill_logits.data(), int(g.ids.size()),
                                            vocab, 0, f, tag + " prefill");
@@ -121,7 +121,8 @@ void CheckParity(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& gold
       if (agreeing) EXPECT_EQ(Argmax(step.data(), vocab), g.greedy[s]) << tag << " step " << s;
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk d{1, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false};
-      ASSERT_TRUE(b.Forward({&d, 1}, &out).ok());
+      d.return_logits = true;
+      ASSERT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
       step = out.logits;
     }
     std::printf("parity %s: worst row error prefill %.4f, steps %.4f\n", tag.c_str(), worst_prefill, worst_step);
@@ -162,15 +163,15 @@ std::vector<std::vector<int32_t>> Generate(CudaBackend& b, const std::vector<gpu
       chunks.push_back({int(p - first), golden[p].ids, 0, false});
     }
     std::vector<std::vector<int32_t>> gen(last - first);
-    std::vector<int32_t> next;
-    EXPECT_TRUE(b.ForwardGreedy(chunks, &next).ok());
+    ForwardResult next;
+    EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
     for (int s = 0; s < n; ++s) {
       for (size_t i = 0; i < gen.size(); ++i) {
-        gen[i].push_back(next[i]);
+        gen[i].push_back(next.next_ids[i]);
         chunks[i].start_position += int(chunks[i].token_ids.size());
         chunks[i].token_ids = {&gen[i].back(), 1};
       }
-      if (s + 1 < n) EXPECT_TRUE(b.ForwardGreedy(chunks, &next).ok());
+      if (s + 1 < n) EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
     }
     for (auto& g : gen) tokens.push_back(g);
   }
@@ -212,14 +213,14 @@ TEST(CudaBackendParity, RejectsBadChunks) {
   auto b = MakeBackend(Fixtures()[1].dir, true);
   ASSERT_NE(b, nullptr);
   std::vector<int32_t> ids = {2, 5};
-  StepOutput out;
+  ForwardResult out;
   SequenceChunk wrong_start{0, ids, 3, false};
-  EXPECT_FALSE(b->Forward({&wrong_start, 1}, &out).ok());
+  EXPECT_FALSE(b->Forward({&wrong_start, 1}, {}, &out).ok());
   SequenceChunk bad_slot{9, ids, 0, false};
-  EXPECT_FALSE(b->Forward({&bad_slot, 1}, &out).ok());
+  EXPECT_FALSE(b->Forward({&bad_slot, 1}, {}, &out).ok());
   std::vector<int32_t> bad_id = {1 << 30};
   SequenceChunk bad_token{0, bad_id, 0, false};
-  EXPECT_FALSE(b->Forward({&bad_token, 1}, &out).ok());
+  EXPECT_FALSE(b->Forward({&bad_token, 1}, {}, &out).ok());
 }
 
 }  // namespace

@@ -87,11 +87,11 @@ void RunFortunes(CudaBackend* b, Agreement& prefill, Agreement& steps) {
   const int vocab = b->config().vocab_size;
   for (const auto& g : golden) {
     b->ResetSlot(0);
-    StepOutput out;
+    ForwardResult out;
     SequenceChunk c;
     c.token_ids = g.ids;
     c.all_logits = true;
-    const absl::Status st = b->Forward({&c, 1}, &out);
+    const absl::Status st = b->Forward({&c, 1}, {}, &out);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(out.logits.size(), g.ids.size() * vocab);
     for (size_t r = 0; r < g.ids.size(); ++r) {
@@ -100,9 +100,10 @@ void RunFortunes(CudaBackend* b, Agreement& prefill, Agreement& steps) {
     // Decode steps (GEMV path) on the golden greedy tokens.
     for (size_t s = 0; s + 1 < g.greedy.size(); ++s) {
       SequenceChunk d;
+      d.return_logits = true;
       d.token_ids = {&g.greedy[s], 1};
       d.start_position = int32_t(g.ids.size() + s);
-      const absl::Status ds = b->Forward({&d, 1}, &out);
+      const absl::Status ds = b->Forward({&d, 1}, {}, &out);
       ASSERT_TRUE(ds.ok()) << ds;
       ASSERT_EQ(out.logits.size(), size_t(vocab));
       steps.Add(out.logits.data(), g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
@@ -174,11 +175,11 @@ INSTANTIATE_TEST_SUITE_P(LmHead, Fp8FortunesQuality, testing::Values(WeightDType
 
 // Empty when the forward fails (the failure is recorded).
 std::vector<float> PrefillLogits(CudaBackend& b, const std::vector<int32_t>& ids) {
-  StepOutput out;
+  ForwardResult out;
   SequenceChunk c;
   c.token_ids = ids;
   c.all_logits = true;
-  const absl::Status st = b.Forward({&c, 1}, &out);
+  const absl::Status st = b.Forward({&c, 1}, {}, &out);
   EXPECT_TRUE(st.ok()) << st;
   return st.ok() ? out.logits : std::vector<float>{};
 }

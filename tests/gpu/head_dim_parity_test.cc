@@ -195,9 +195,9 @@ TEST(CudaHeadDimParity, CheckpointsLoadOnCpu) {
     auto cpu = MakeCpu(**model);
     ASSERT_NE(cpu, nullptr);
     std::vector<int32_t> prompt(kPromptTokens, 5);
-    StepOutput out;
+    ForwardResult out;
     SequenceChunk c = gpu_test::IdentityChunk(prompt, 0, false, kMaxContext);
-    ASSERT_TRUE(cpu->Forward({&c, 1}, &out).ok());
+    ASSERT_TRUE(cpu->Forward({&c, 1}, {}, &out).ok());
     ASSERT_EQ(static_cast<int>(out.logits.size()), (*model)->config.vocab_size);
     EXPECT_TRUE(std::all_of(out.logits.begin(), out.logits.end(), [](float v) { return std::isfinite(v); }));
   }

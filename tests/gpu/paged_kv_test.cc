@@ -111,9 +111,9 @@ TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
       c.sliding_blocks = tables[s].sliding;
       paged_chunks.push_back(c);
     }
-    StepOutput want, got;
-    ASSERT_TRUE(slots->Forward(slot_chunks, &want).ok());
-    const absl::Status st = paged->Forward(paged_chunks, &got);
+    ForwardResult want, got;
+    ASSERT_TRUE(slots->Forward(slot_chunks, {}, &want).ok());
+    const absl::Status st = paged->Forward(paged_chunks, {}, &got);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(want.logits.size(), got.logits.size());
     for (size_t r = 0; r < want.logits.size() / vocab; ++r)
@@ -130,8 +130,8 @@ TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
   SequenceChunk bad{0, one, length[0], false};
   bad.global_blocks = std::span<const int32_t>(tables[0].global).first(1);
   bad.sliding_blocks = tables[0].sliding;
-  StepOutput out;
-  const absl::Status st = paged->Forward({&bad, 1}, &out);
+  ForwardResult out;
+  const absl::Status st = paged->Forward({&bad, 1}, {}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("global table has 1 blocks"), std::string::npos) << st;
 }

@@ -138,9 +138,9 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
     ASSERT_EQ(g.prefill.size(), g.rows.size() * size_t(vocab)) << tag;
     ASSERT_EQ(g.steps.size(), g.greedy.size() * size_t(vocab)) << tag;
     b.ResetSlot(0);
-    StepOutput out;
+    ForwardResult out;
     SequenceChunk c{0, g.ids, 0, true, {}, {}};
-    ASSERT_TRUE(b.Forward({&c, 1}, &out).ok()) << tag;
+    ASSERT_TRUE(b.Forward({&c, 1}, {}, &out).ok()) << tag;
     ASSERT_EQ(out.logits.size(), g.ids.size() * size_t(vocab)) << tag;
     Stats pre;
     int reported = 0;
@@ -182,7 +182,8 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
       }
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk d{0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false, {}, {}};
-      ASSERT_TRUE(b.Forward({&d, 1}, &out).ok()) << tag << " step " << s;
+      d.return_logits = true;
+      ASSERT_TRUE(b.Forward({&d, 1}, {}, &out).ok()) << tag << " step " << s;
       step = out.logits;
     }
     char pre_txt[64], rng_txt[48], st_txt[64];

@@ -36,8 +36,7 @@ TEST(DeviceSample, MatchesTheHostRuleAtTheRealVocabulary) {
   int mismatches = 0;
   for (int r = 0; r < kRows; ++r) {
     const kernels::SampleRowParams& k = rows[r];
-    const RowSampling host{k.temperature, k.top_k, k.top_p, k.min_p, k.seed, k.step};
-    const int32_t want = SampleRow(std::span<const float>(logits).subspan(size_t(r) * kVocab, kVocab), host);
+    const int32_t want = SampleRow(std::span<const float>(logits).subspan(size_t(r) * kVocab, kVocab), k);
     if (k.temperature == 0.0f) {
       EXPECT_EQ(got[r], want) << "greedy row " << r;
     } else if (got[r] != want) {

@@ -33,6 +33,7 @@ inline std::span<const int32_t> IdentityBlocks(int n) {
 // A chunk of slot 0 with identity tables of `context` one-token blocks.
 inline SequenceChunk IdentityChunk(std::span<const int32_t> ids, int32_t start, bool all_logits, int context) {
   SequenceChunk c{0, ids, start, all_logits, {}, {}};
+  c.return_logits = true;  // the parity tests compare logits
   c.global_blocks = IdentityBlocks(context);
   c.sliding_blocks = IdentityBlocks(context);
   return c;
@@ -42,13 +43,13 @@ inline SequenceChunk IdentityChunk(std::span<const int32_t> ids, int32_t start, 
 // step at a time.
 inline std::vector<float> PrefillThenDecode(Backend& b, const std::vector<int32_t>& prompt,
                                             const std::vector<int32_t>& feed, int context) {
-  StepOutput out;
+  ForwardResult out;
   SequenceChunk c = IdentityChunk(prompt, 0, true, context);
-  EXPECT_TRUE(b.Forward({&c, 1}, &out).ok());
+  EXPECT_TRUE(b.Forward({&c, 1}, {}, &out).ok());
   std::vector<float> rows = out.logits;
   for (size_t s = 0; s < feed.size(); ++s) {
     SequenceChunk d = IdentityChunk({&feed[s], 1}, int32_t(prompt.size() + s), false, context);
-    EXPECT_TRUE(b.Forward({&d, 1}, &out).ok());
+    EXPECT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
     rows.insert(rows.end(), out.logits.begin(), out.logits.end());
   }
   return rows;
@@ -58,14 +59,14 @@ inline std::vector<float> PrefillThenDecode(Backend& b, const std::vector<int32_
 inline std::vector<int32_t> GreedyContinuation(Backend& b, const std::vector<int32_t>& prompt, int steps,
                                                int context) {
   std::vector<int32_t> feed(steps, prompt.back());
-  StepOutput out;
+  ForwardResult out;
   SequenceChunk c = IdentityChunk(prompt, 0, false, context);
-  const absl::Status st = b.Forward({&c, 1}, &out);
+  const absl::Status st = b.Forward({&c, 1}, {}, &out);
   EXPECT_TRUE(st.ok()) << st;
   for (int s = 0; s < steps && st.ok(); ++s) {
     feed[s] = int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
     SequenceChunk d = IdentityChunk({&feed[s], 1}, int32_t(prompt.size()) + s, false, context);
-    EXPECT_TRUE(b.Forward({&d, 1}, &out).ok());
+    EXPECT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
   }
   b.ResetSlot(0);
   return feed;

@@ -53,6 +53,7 @@ class CpuParityTest : public ::testing::TestWithParam<Fixture> {
   static SequenceChunk Chunk(int slot, std::span<const int32_t> ids, int32_t start, bool all_logits,
                              const std::vector<int32_t>& blocks) {
     SequenceChunk c{slot, ids, start, all_logits};
+    c.return_logits = true;  // the tests compare logits
     c.global_blocks = blocks;
     c.sliding_blocks = blocks;
     return c;
@@ -97,8 +98,8 @@ TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
     auto backend = MakeBackend(1);
     const std::vector<int32_t> blocks = BlocksOf(0);
     SequenceChunk chunk = Chunk(0, g.ids, 0, true, blocks);
-    StepOutput out;
-    ASSERT_TRUE(backend->Forward({&chunk, 1}, &out).ok());
+    ForwardResult out;
+    ASSERT_TRUE(backend->Forward({&chunk, 1}, {}, &out).ok());
     ASSERT_EQ(out.logits.size(), g.ids.size() * V);
     for (size_t t = 0; t < g.ids.size(); ++t)
       ASSERT_LT(RowError(&out.logits[t * V], &g.prefill_logits[t * V]), Tolerance(t)) << "prompt " << p << " position " << t;
@@ -112,7 +113,7 @@ TEST_P(CpuParityTest, PrefillAndDecodeLogitsMatchGolden) {
       if (s < exact_steps) ASSERT_EQ(Argmax(last.data()), g.greedy[s]) << "prompt " << p << " step " << s;
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk step = Chunk(0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false, blocks);
-      ASSERT_TRUE(backend->Forward({&step, 1}, &out).ok());
+      ASSERT_TRUE(backend->Forward({&step, 1}, {}, &out).ok());
       last.assign(out.logits.begin(), out.logits.end());
     }
   }
@@ -144,8 +145,8 @@ TEST_P(CpuParityTest, ChunkedAndBatchedPrefillMatchGolden) {
         pending = true;
       }
       if (chunks.empty()) break;
-      StepOutput out;
-      ASSERT_TRUE(backend->Forward(chunks, &out).ok());
+      ForwardResult out;
+      ASSERT_TRUE(backend->Forward(chunks, {}, &out).ok());
       for (size_t i = 0; i < chunks.size(); ++i)
         last[owner[i]].assign(out.logits.begin() + out.first_row[i] * V, out.logits.begin() + (out.first_row[i] + 1) * V);
     }
@@ -161,22 +162,56 @@ TEST_P(CpuParityTest, RejectsBadChunksWithNamedErrors) {
   auto backend = MakeBackend(2);
   const std::vector<int32_t> ids = {2, 5, 7};
   const std::vector<int32_t> blocks = BlocksOf(0);
-  StepOutput out;
+  ForwardResult out;
   SequenceChunk no_blocks{0, ids, 0, false};
-  absl::Status s = backend->Forward({&no_blocks, 1}, &out);
+  absl::Status s = backend->Forward({&no_blocks, 1}, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("block tables cover 0/0 blocks"), std::string::npos) << s;
   const std::vector<int32_t> wild = {9999};
   SequenceChunk bad_block = Chunk(0, ids, 0, false, wild);
-  s = backend->Forward({&bad_block, 1}, &out);
+  s = backend->Forward({&bad_block, 1}, {}, &out);
   EXPECT_NE(s.message().find("global block 9999"), std::string::npos) << s;
   SequenceChunk bad_slot = Chunk(7, ids, 0, false, blocks);
-  s = backend->Forward({&bad_slot, 1}, &out);
+  s = backend->Forward({&bad_slot, 1}, {}, &out);
   EXPECT_NE(s.message().find("slot 7"), std::string::npos) << s;
   const std::vector<int32_t> bad_ids = {2, model_->config.vocab_size};
   SequenceChunk bad_token = Chunk(0, bad_ids, 0, false, blocks);
-  s = backend->Forward({&bad_token, 1}, &out);
+  s = backend->Forward({&bad_token, 1}, {}, &out);
   EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s;
+}
+
+// One Forward picks each chunk's token by its row (greedy: the argmax of the
+// logits it returns; sampled: the host twin of the device rule), and returns
+// logits only when a chunk asks.
+TEST_P(CpuParityTest, ForwardPicksByRowAndReturnsLogitsOnRequest) {
+  const int V = model_->config.vocab_size;
+  const testing::GoldenPrompt& g = golden_.prompts[0];
+  const std::vector<int32_t> blocks = BlocksOf(0);
+  RowSampling sampled;
+  sampled.temperature = 1.0f;
+  sampled.seed = 7;
+  for (const RowSampling& row : {RowSampling{}, sampled}) {
+    auto backend = MakeBackend(1);
+    SequenceChunk chunk = Chunk(0, g.ids, 0, false, blocks);
+    ForwardResult out;
+    ASSERT_TRUE(backend->Forward({&chunk, 1}, {&row, 1}, &out).ok());
+    ASSERT_EQ(out.next_ids.size(), 1u);
+    ASSERT_EQ(out.logits.size(), size_t(V));
+    EXPECT_EQ(out.next_ids[0], SampleRow(out.logits, row));
+    if (IsGreedy(row)) EXPECT_EQ(out.next_ids[0], Argmax(out.logits.data()));
+    SequenceChunk step = Chunk(0, {&out.next_ids[0], 1}, static_cast<int32_t>(g.ids.size()), false, blocks);
+    step.return_logits = false;
+    ASSERT_TRUE(backend->Forward({&step, 1}, {&row, 1}, &out).ok());
+    EXPECT_EQ(out.next_ids.size(), 1u);
+    EXPECT_TRUE(out.logits.empty());
+  }
+  auto backend = MakeBackend(1);
+  SequenceChunk chunk = Chunk(0, g.ids, 0, false, blocks);
+  const RowSampling two[2] = {};
+  ForwardResult out;
+  const absl::Status s = backend->Forward({&chunk, 1}, two, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("2 sampling rows for 1 chunks"), std::string::npos) << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CpuParityTest,

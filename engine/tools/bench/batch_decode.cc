@@ -63,9 +63,9 @@ absl::StatusOr<std::vector<BatchDecodeRow>> RunBatchDecode(CudaBackend& backend,
         c.sliding_blocks = tables.sliding[s];
         chunks.push_back(c);
       }
-      std::vector<int32_t> next;
-      if (absl::Status st = backend.ForwardGreedy(chunks, &next); !st.ok()) return st;
-      std::vector<int32_t> feed = next;
+      ForwardResult next;
+      if (absl::Status st = backend.Forward(chunks, {}, &next); !st.ok()) return st;
+      std::vector<int32_t> feed = next.next_ids;
       Clock::time_point start;
       for (int i = 0; i < steps + 2; ++i) {
         if (i == 2) start = Clock::now();
@@ -73,8 +73,8 @@ absl::StatusOr<std::vector<BatchDecodeRow>> RunBatchDecode(CudaBackend& backend,
           chunks[s].token_ids = std::span<const int32_t>(&feed[s], 1);
           chunks[s].start_position = context + i;
         }
-        if (absl::Status st = backend.ForwardGreedy(chunks, &next); !st.ok()) return st;
-        feed = next;
+        if (absl::Status st = backend.Forward(chunks, {}, &next); !st.ok()) return st;
+        feed = next.next_ids;
       }
       const double ms = 1e3 * std::chrono::duration<double>(Clock::now() - start).count() / steps;
       rows.push_back({batch, context, ms, batch * 1e3 / ms});

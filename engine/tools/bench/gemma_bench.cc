@@ -66,7 +66,7 @@ std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
 // of two), so autotuning happens here and not inside the timed region.
 absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
   int pos = 0;
-  std::vector<int32_t> next;
+  ForwardResult next;
   std::vector<int> sizes;
   for (int n = 64; n < chunk_tokens; n *= 2) sizes.push_back(n);
   sizes.push_back(chunk_tokens);
@@ -74,13 +74,13 @@ absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
     if (pos + n >= b.max_context() - 8) break;
     auto ids = PromptTokens(n, b.config().vocab_size, n);
     SequenceChunk c{0, ids, pos, false};
-    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
     pos += n;
   }
   for (int s = 0; s < 3; ++s) {
-    int32_t id = next[0];
+    int32_t id = next.next_ids[0];
     SequenceChunk c{0, {&id, 1}, pos++, false};
-    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
   }
   b.ResetSlot(0);
   return absl::OkStatus();
@@ -90,13 +90,14 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
   std::vector<DepthResult> results;
   int pos = 0;
   double prefill_s = 0;
-  std::vector<int32_t> next = {3};
+  ForwardResult next;
+  next.next_ids = {3};
   for (int depth : f.depths) {
     if (depth <= pos) continue;
     auto ids = PromptTokens(depth - pos, b.config().vocab_size, depth);
     SequenceChunk c{0, ids, pos, false};
     const auto t0 = Clock::now();
-    if (auto st = b.ForwardGreedy({&c, 1}, &next); !st.ok()) return st;
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
     prefill_s += Seconds(t0, Clock::now());
     pos = depth;
     DepthResult r;
@@ -108,9 +109,9 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
         start = Clock::now();
         cudaProfilerStart();  // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
       }
-      int32_t id = next[0];
+      int32_t id = next.next_ids[0];
       SequenceChunk d{0, {&id, 1}, pos++, false};
-      if (auto st = b.ForwardGreedy({&d, 1}, &next); !st.ok()) return st;
+      if (auto st = b.Forward({&d, 1}, {}, &next); !st.ok()) return st;
     }
     const double secs = Seconds(start, Clock::now());
     cudaProfilerStop();

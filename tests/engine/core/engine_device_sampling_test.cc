@@ -1,8 +1,9 @@
-// The engine's device-sampling path (Backend::ForwardSample), driven through
+// The engine's device-sampling path (Backend::Forward's rows), driven through
 // a CPU backend that offers it with the host twin of the kernel's rule:
 // seeded draws depend only on (seed, step), so batching and preemption by
 // recompute leave outputs unchanged; requests the device cannot sample
 // (penalties, logprobs) still sample on the host.
+#include <algorithm>
 #include <atomic>
 
 #include "engine/core/engine.h"
@@ -15,8 +16,9 @@ namespace {
 
 const std::string kModel = GEMMA_MODELS_DIR "/gemma4-fortunes";
 
-// A CPU backend that says it samples "on the device" (the default
-// ForwardSample: Forward, then the host twin of the kernel's rule).
+// A CPU backend that says it samples "on the device" (the CPU backend picks
+// every row by the host twin of the kernel's rule). Counts the steps that
+// brought logits back for host sampling, and those that drew on the "device".
 class SamplingBackend final : public Backend {
  public:
   explicit SamplingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
@@ -26,16 +28,15 @@ class SamplingBackend final : public Backend {
   int max_context() const override { return inner_->max_context(); }
   KvCacheSpec kv_cache_spec() const override { return inner_->kv_cache_spec(); }
   void ResetSlot(int slot) override { inner_->ResetSlot(slot); }
-  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override {
-    ++forwards_;
-    return inner_->Forward(chunks, out);
-  }
   bool can_sample_on_device() const override { return true; }
-  absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
-                             std::vector<int32_t>* next_ids) override {
-    ++samples_;
-    --forwards_;  // the default implementation's own Forward is not a host-sampling step
-    return Backend::ForwardSample(chunks, rows, next_ids);
+  absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                       ForwardResult* result) override {
+    if (WantsLogits(chunks)) {
+      ++forwards_;
+    } else if (!std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) { return IsGreedy(r); })) {
+      ++samples_;
+    }
+    return inner_->Forward(chunks, rows, result);
   }
   std::atomic<int> forwards_{0}, samples_{0};
 

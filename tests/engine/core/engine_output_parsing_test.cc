@@ -25,17 +25,16 @@ class ScriptedBackend final : public Backend {
   int max_context() const override { return inner_->max_context(); }
   KvCacheSpec kv_cache_spec() const override { return inner_->kv_cache_spec(); }
   void ResetSlot(int slot) override { inner_->ResetSlot(slot); }
-  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override {
-    if (absl::Status s = inner_->Forward(chunks, out); !s.ok()) return s;
-    const size_t vocab = static_cast<size_t>(config().vocab_size);
+  absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                       ForwardResult* out) override {
+    if (absl::Status s = inner_->Forward(chunks, rows, out); !s.ok()) return s;
+    const bool logits = WantsLogits(chunks);
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int next = chunks[i].start_position + static_cast<int>(chunks[i].token_ids.size()) -
                        prompt_length_;
       if (next < 0 || next >= static_cast<int>(script_.size())) continue;
-      const size_t row = chunks[i].all_logits
-                             ? out->first_row[i] + chunks[i].token_ids.size() - 1
-                             : out->first_row[i];
-      out->logits[row * vocab + script_[next]] = 1e9f;
+      out->next_ids[i] = script_[next];
+      if (logits) out->LastLogits(chunks, i, config().vocab_size)[script_[next]] = 1e9f;
     }
     return absl::OkStatus();
   }

@@ -32,16 +32,10 @@ class SlidingPoolBackend final : public Backend {
   }
   int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
   void ResetSlot(int slot) override { inner_->ResetSlot(slot); }
-  absl::Status Forward(std::span<const SequenceChunk> chunks, StepOutput* out) override {
-    return inner_->Forward(chunks, out);
-  }
   bool can_sample_on_device() const override { return inner_->can_sample_on_device(); }
-  absl::Status ForwardSample(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
-                             std::vector<int32_t>* next_ids) override {
-    return inner_->ForwardSample(chunks, rows, next_ids);
-  }
-  absl::Status ForwardGreedy(std::span<const SequenceChunk> chunks, std::vector<int32_t>* next_ids) override {
-    return inner_->ForwardGreedy(chunks, next_ids);
+  absl::Status Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                       ForwardResult* result) override {
+    return inner_->Forward(chunks, rows, result);
   }
 
  private:
