@@ -24,7 +24,6 @@ bool DeviceSamplable(const SamplingParams& p) {
          p.num_logprobs < 0;
 }
 
-
 AdmissionLimits AdmissionLimitsOf(const EngineOptions& options, const Backend& backend) {
   AdmissionLimits limits;
   limits.vocab_size = backend.config().vocab_size;

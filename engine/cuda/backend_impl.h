@@ -1,8 +1,10 @@
 // Internal to engine/cuda: the CUDA backend's state and the steps of a
 // Forward, split by concern over cuda_backend.cc (set-up and the Backend
-// methods), kv_setup.cc (paged pools, decode graphs, warm-up, table checks)
-// and pass_runner.cc (validating chunks, running passes, sampling,
-// collecting results).
+// methods), kv_pools.cc (paged pools, table checks), warmup.cc (decode
+// graphs of every bucket, the warm-up pass) and pass_executor.cc
+// (validating chunks, running passes, sampling, collecting results). The
+// parts it owns: the weights, the KV cache, the linear dispatcher
+// (linear/), the model's forward enqueuer and the decode graphs.
 // Thread-safety: owned by the backend's thread (like the Backend).
 #pragma once
 
@@ -14,12 +16,12 @@
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/kv_cache.h"
-#include "engine/cuda/linear.h"
-#include "engine/cuda/model_runner.h"
+#include "engine/cuda/linear/linear.h"
+#include "engine/cuda/model_forward.h"
 #include "engine/cuda/step_plan.h"
 
 namespace gemma {
@@ -36,8 +38,8 @@ struct CudaBackend::Impl {
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::DeviceWeights> weights;
   cuda::KvCache cache;
-  std::unique_ptr<cuda::LinearRunner> linear;
-  std::unique_ptr<cuda::ModelRunner> runner;
+  std::unique_ptr<cuda::LinearDispatcher> linear;
+  std::unique_ptr<cuda::ModelForward> forward;
   cuda::DecodeGraphs graphs;
   std::set<int> decode_ran_eagerly;  // batch sizes safe to capture
   DeviceBuffer host_meta, host_logits, host_ids;  // pinned
@@ -52,19 +54,6 @@ struct CudaBackend::Impl {
   }
   absl::Status Init(const BackendOptions& o, const CudaTuning& t);
   absl::Status LoadWeights();
-  // One linear of the model as decode runs it.
-  struct LinearMatrix {
-    cuda::DeviceMatrix w;
-    int n = 0, k = 0;
-    bool lm_head = false;
-    // Decode hands it x already in E4M3 when it wants that (the producing
-    // norm or gelu gate writes the codes): QKV, gate/up and down; not o_proj
-    // (attention output) or the LM head.
-    bool codes_given = false;
-  };
-  std::vector<LinearMatrix> LinearMatrices() const;
-  absl::Status AutotuneGemv();  // then AutotuneWgmma
-  absl::Status AutotuneWgmma();
   absl::Status CreatePagedCache();
   absl::Status CaptureDecodeGraphs();
   absl::Status WarmUpPrefill();

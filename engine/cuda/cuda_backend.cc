@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/backend_impl.h"
 #include "engine/cuda/head_dim_check.h"
+#include "engine/cuda/linear/tuner.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv.h"
-#include "kernels/init/random_init.h"
 #include "kernels/sampling/sample.h"
 #include "spdlog/spdlog.h"
 
@@ -46,6 +43,22 @@ int AutoChunkTokens(const ModelConfig& config) {
   for (int chunk = kBase; chunk <= kBase + kBase / 4; chunk += kTile)
     if ((chunk / kTile) * config.num_heads % num_sms == 0) return chunk;
   return kBase;
+}
+
+// Every linear: the layers' in order, the LM head last.
+std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const cuda::DeviceWeights& weights) {
+  const int h = config.hidden_size, inter = config.intermediate_size;
+  std::vector<cuda::TunedMatrix> mats;
+  for (size_t l = 0; l < config.layers.size(); ++l) {
+    const auto& w = weights.layers()[l];
+    const int q_width = config.num_heads * config.layers[l].head_dim;
+    mats.push_back({w.qkv, w.qkv_rows, h, false, true});
+    mats.push_back({w.o_proj, h, q_width, false, false});
+    mats.push_back({w.gate_up, 2 * inter, h, false, true});
+    mats.push_back({w.down_proj, h, inter, false, true});
+  }
+  mats.push_back({weights.lm_head(), config.vocab_size, h, true, false});
+  return mats;
 }
 
 }  // namespace
@@ -102,7 +115,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
     if (!cache_or.ok()) return cache_or.status();
     cache = std::move(*cache_or);
   }
-  auto linear_or = cuda::LinearRunner::Create(t.autotune_gemv, chunk_tokens);
+  auto linear_or = cuda::LinearDispatcher::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
   if (weights->dtype() == WeightDType::kFP8) {
@@ -119,22 +132,26 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
       std::clamp<int64_t>(by_memory, min_rows, std::max<int64_t>(chunk_tokens, min_rows)));
   // Paged: every sequence's global and sliding tables for a full context.
   const int table_entries = paged ? 2 * o.max_slots * ((max_context + o.kv_block_size - 1) / o.kv_block_size) : 0;
-  auto runner_or = cuda::ModelRunner::Create(config, weights.get(), &cache, linear.get(), chunk_tokens,
+  auto forward_or = cuda::ModelForward::Create(config, weights.get(), &cache, linear.get(), chunk_tokens,
                                              o.max_slots, std::max(logit_rows, 1), t.decode_splits,
                                              t.length_aware, EmbedScale(config, t), table_entries);
-  if (!runner_or.ok()) return runner_or.status();
-  runner = std::move(*runner_or);
-  const auto& layout = runner->layout();
+  if (!forward_or.ok()) return forward_or.status();
+  forward = std::move(*forward_or);
+  const auto& layout = forward->layout();
   GEMMA_STATUS_RETURN_IF_ERROR(host_meta.Allocate(layout.total * sizeof(int32_t), true));
   GEMMA_STATUS_RETURN_IF_ERROR(host_logits.Allocate(
-      static_cast<size_t>(runner->max_logit_rows()) * config.vocab_size * sizeof(float), true));
-  GEMMA_STATUS_RETURN_IF_ERROR(host_ids.Allocate(runner->max_logit_rows() * sizeof(int32_t), true));
-  const size_t sample_rows_bytes = runner->max_logit_rows() * sizeof(kernels::SampleRowParams);
+      static_cast<size_t>(forward->max_logit_rows()) * config.vocab_size * sizeof(float), true));
+  GEMMA_STATUS_RETURN_IF_ERROR(host_ids.Allocate(forward->max_logit_rows() * sizeof(int32_t), true));
+  const size_t sample_rows_bytes = forward->max_logit_rows() * sizeof(kernels::SampleRowParams);
   GEMMA_STATUS_RETURN_IF_ERROR(host_sample_rows.Allocate(sample_rows_bytes, true));
   GEMMA_STATUS_RETURN_IF_ERROR(sample_rows.Allocate(sample_rows_bytes));
-  GEMMA_STATUS_RETURN_IF_ERROR(sample_ids.Allocate(runner->max_logit_rows() * sizeof(int32_t)));
+  GEMMA_STATUS_RETURN_IF_ERROR(sample_ids.Allocate(forward->max_logit_rows() * sizeof(int32_t)));
   lengths.assign(o.max_slots, 0);
-  if (t.autotune_gemv) GEMMA_STATUS_RETURN_IF_ERROR(AutotuneGemv());
+  if (t.autotune_gemv) {
+    cuda::LinearTuner tuner(*linear, stream);
+    GEMMA_STATUS_RETURN_IF_ERROR(tuner.Run(LinearMatrices(config, *weights), o.max_slots,
+                                           std::min(o.max_slots, chunk_tokens), config.final_logit_softcap));
+  }
   if (paged) {
     // Last, so the pool gets what weights, activations and tuning left.
     GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
@@ -151,83 +168,6 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   spdlog::info("cuda: ready: {} weights {:.2f} GB, {} KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
                WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
                cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
-  return absl::OkStatus();
-}
-
-// Every linear: the layers' in order, the LM head last.
-std::vector<CudaBackend::Impl::LinearMatrix> CudaBackend::Impl::LinearMatrices() const {
-  const int h = config.hidden_size, inter = config.intermediate_size;
-  std::vector<LinearMatrix> mats;
-  for (size_t l = 0; l < config.layers.size(); ++l) {
-    const auto& w = weights->layers()[l];
-    const int q_width = config.num_heads * config.layers[l].head_dim;
-    mats.push_back({w.qkv, w.qkv_rows, h, false, true});
-    mats.push_back({w.o_proj, h, q_width, false, false});
-    mats.push_back({w.gate_up, 2 * inter, h, false, true});
-    mats.push_back({w.down_proj, h, inter, false, true});
-  }
-  mats.push_back({weights->lm_head(), config.vocab_size, h, true, false});
-  return mats;
-}
-
-absl::Status CudaBackend::Impl::AutotuneGemv() {
-  std::set<std::pair<int, int>> shapes;  // (n, k)
-  const auto mats = LinearMatrices();
-  int max_k = 0, max_n = 0;
-  for (const auto& m : mats) {
-    max_n = std::max(max_n, m.n);
-    max_k = std::max(max_k, m.k);
-  }
-  const int max_batch = std::min(options.max_slots, kernels::kGemvMaxBatch);
-  DeviceBuffer x, out;
-  GEMMA_STATUS_RETURN_IF_ERROR(x.Allocate(size_t{8} * max_k * 2));
-  GEMMA_STATUS_RETURN_IF_ERROR(out.Allocate(size_t{8} * max_n * 4));
-  kernels::RandomFillParams rp;  // timing on zeros would flatter the kernel
-  rp.out_bf16 = x.get<__nv_bfloat16>();
-  rp.count = int64_t{8} * max_k;
-  rp.stddev = 1.0f;
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
-  for (const auto& m : mats) {
-    if (!shapes.insert({m.n, m.k}).second) continue;
-    for (int b = 1; b <= max_batch; ++b) {
-      GEMMA_STATUS_RETURN_IF_ERROR(
-          linear->Autotune(m.n, m.k, b, m.w, x.get<__nv_bfloat16>(), out.get<float>(), stream));
-    }
-  }
-  spdlog::info("cuda: GEMV autotuned for {} shapes x {} batch sizes", shapes.size(), max_batch);
-  if (const std::string fp8 = linear->Fp8TuningSummary(1); !fp8.empty()) spdlog::info("cuda: fp8 GEMV at batch 1:\n{}", fp8);
-  return AutotuneWgmma();
-}
-
-// Decode batches, fp8 matrices with a TMA descriptor: the wgmma FP8 linear
-// against the tuned GEMV (batches up to kGemvMaxBatch) and cuBLASLt (above)
-// (wgmma_path.h), per shape over every layer's copy of it (so the timed
-// weights stream from HBM, as in a step).
-// Its scratch is reserved here, before the paged pool takes what is left.
-// A tuning failure that leaves the device usable only costs the wgmma path.
-absl::Status CudaBackend::Impl::AutotuneWgmma() {
-  const int max_m = std::min(options.max_slots, chunk_tokens);
-  if (weights->dtype() != WeightDType::kFP8) return absl::OkStatus();
-  // (n, k, LM head, codes given) -> the matrices of that shape.
-  std::map<std::tuple<int, int, bool, bool>, std::vector<cuda::DeviceMatrix>> groups;
-  int max_n = 0;
-  for (const LinearMatrix& m : LinearMatrices()) {
-    if (!m.w.fp8() || m.w.wgmma == nullptr) continue;
-    groups[{m.n, m.k, m.lm_head, m.codes_given}].push_back(m.w);
-    max_n = std::max(max_n, m.n);
-  }
-  if (groups.empty()) return absl::OkStatus();
-  absl::Status st = linear->ReserveWgmmaFp8(max_n);
-  for (const auto& [shape, group] : groups) {
-    if (!st.ok()) break;
-    const auto [n, k, lm_head, codes_given] = shape;
-    st = linear->AutotuneWgmmaFp8(group, n, k, max_m, lm_head, lm_head ? config.final_logit_softcap : 0.0f,
-                                  codes_given, stream);
-  }
-  if (st.ok()) return absl::OkStatus();
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal
-  spdlog::warn("cuda: wgmma fp8 tuning failed ({}): fp8 decode runs the GEMV and cuBLASLt", st.ToString());
-  linear->DisableWgmmaFp8();
   return absl::OkStatus();
 }
 

@@ -6,11 +6,11 @@ DecodeGraphs::~DecodeGraphs() {
   for (auto& [batch, exec] : graphs_) cudaGraphExecDestroy(exec);
 }
 
-absl::Status DecodeGraphs::Capture(ModelRunner& runner, int batch, cudaStream_t stream) {
+absl::Status DecodeGraphs::Capture(ModelForward& forward, int batch, cudaStream_t stream) {
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   PassShape shape{batch, batch, 1};
-  absl::Status st = runner.EnqueueLayers(shape, stream);
-  if (st.ok()) st = runner.EnqueueLogits(0, batch, /*argmax=*/true, stream);
+  absl::Status st = forward.EnqueueLayers(shape, stream);
+  if (st.ok()) st = forward.EnqueueLogits(0, batch, /*argmax=*/true, stream);
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(stream, &graph);
   if (!st.ok()) {

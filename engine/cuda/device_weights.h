@@ -26,8 +26,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/core/backend_options.h"
-#include "engine/cuda/cuda_util.h"
-#include "engine/cuda/device_matrix.h"
+#include "engine/cuda/common/cuda_util.h"
+#include "engine/cuda/common/device_matrix.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/wgmma_fp8.h"

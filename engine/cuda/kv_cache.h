@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/common/cuda_util.h"
 #include "engine/model/config.h"
 
 namespace gemma::cuda {

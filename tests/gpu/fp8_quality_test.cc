@@ -1,4 +1,4 @@
-// FP8 weights (issue 8) end to end: logits of --weights fp8 against the
+// FP8 weights end to end: logits of --weights fp8 against the
 // fortunes fixture's float64 golden, and against --weights bf16 on the 31B
 // shape with random weights (GEMMA_FP8_31B_CONFIG, default
 // tests/data/gemma4-31b; skipped when the GPU lacks the ~100 GB it needs).

@@ -1,9 +1,9 @@
-// LinearRunner with FP8 weights (issue 8): every path (GEMV for 1..8 rows,
+// LinearDispatcher with FP8 weights: every path (GEMV for 1..8 rows,
 // cuBLASLt FP8 above, with cuBLASLt's outer-vector scales and with the
 // epilogue kernel) against a double reference computed from the E4M3 codes
 // and scales the device produced, and fp8 vs bf16 weights on the same
 // inputs (the quantization error itself, E4M3 with per-row/per-token scales),
-// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the runner;
+// and x passed pre-quantized (x_fp8/x_scale) vs quantized by the dispatcher;
 // the wgmma FP8 linear for decode batches 1..WgmmaPath::kMaxM once tuned
 // (forced, cached, switched off), and its cache lines' validation (host
 // only, runs without a GPU).
@@ -14,9 +14,9 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/cuda/launch_timer.h"
-#include "engine/cuda/linear.h"
-#include "engine/cuda/wgmma_path.h"
+#include "engine/cuda/common/launch_timer.h"
+#include "engine/cuda/linear/linear.h"
+#include "engine/cuda/linear/wgmma_path.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/gemv/gemv_fp8.h"
 #include "kernels/gemv/wgmma_fp8.h"
@@ -49,27 +49,27 @@ struct RandomFp8Weights {
 void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " outer_vec=" << outer_vec);
   setenv("GEMMA_FP8_OUTER_VEC", outer_vec ? "1" : "0", 1);
-  auto runner = cuda::LinearRunner::Create(false, 0);
-  ASSERT_TRUE(runner.ok()) << runner.status();
-  ASSERT_TRUE((*runner)->ReserveFp8(m, k).ok());
+  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+  ASSERT_TRUE((*dispatcher)->ReserveFp8(m, k).ok());
   const RandomFp8Weights weights(n, k);
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb), out8(size_t(m) * n), out16(size_t(m) * n);
   out8.Poison();
   cuda::LinearArgs a{weights.fp8(), x.get(), out8.get(), nullptr, m, n, k};
-  ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+  ASSERT_TRUE((*dispatcher)->Run(a, nullptr).ok());
   a.w = cuda::DeviceMatrix(weights.w.get());
   a.out_bf16 = out16.get();
-  ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+  ASSERT_TRUE((*dispatcher)->Run(a, nullptr).ok());
   CUDA_OK(cudaDeviceSynchronize());
   const auto got = gpu_test::ToFloat(out8.Download());
   const auto bf16 = gpu_test::ToFloat(out16.Download());
-  // The reference quantizes x like the runner does (same kernel, checked in
+  // The reference quantizes x like the dispatcher does (same kernel, checked in
   // gemv_fp8_test against the host), then sums in double.
   DeviceArray<uint8_t> x8(size_t(m) * k);
   DeviceArray<float> xs(m);
   ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
-  // x already quantized by its producer: the runner reads the codes as given.
+  // x already quantized by its producer: the dispatcher reads the codes as given.
   DeviceArray<__nv_bfloat16> out_pre(size_t(m) * n);
   out_pre.Poison();
   a.w = weights.fp8();
@@ -77,7 +77,7 @@ void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   a.x_fp8 = x8.get();
   a.x_scale = xs.get();
   a.out_bf16 = out_pre.get();
-  ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+  ASSERT_TRUE((*dispatcher)->Run(a, nullptr).ok());
   CUDA_OK(cudaDeviceSynchronize());
   const auto got_pre = gpu_test::ToFloat(out_pre.Download());
   EXPECT_LT(gpu_test::RelErr(got_pre, got, 0, got.size()), 1e-6);
@@ -134,9 +134,9 @@ std::vector<double> Fp8WeightsTimesBf16(const std::vector<uint8_t>& codes, const
 TEST(LinearFp8Test, TunedGemvEitherInputPath) {
   GEMMA_REQUIRE_GPU();
   const int n = 5376, k = 8192;
-  auto runner = cuda::LinearRunner::Create(false, 0);
-  ASSERT_TRUE(runner.ok()) << runner.status();
-  ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
+  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+  ASSERT_TRUE((*dispatcher)->ReserveFp8(8, k).ok());
   const RandomFp8Weights weights(n, k);
   const cuda::DeviceMatrix wm = weights.fp8();
   for (int m : {1, 3}) {
@@ -144,8 +144,8 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
     const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
     DeviceArray<__nv_bfloat16> x(xb);
     DeviceArray<float> scratch(size_t(m) * n);
-    ASSERT_TRUE((*runner)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
-    std::printf("%s\n", (*runner)->Fp8TuningSummary(m).c_str());
+    ASSERT_TRUE((*dispatcher)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
+    std::printf("%s\n", (*dispatcher)->Fp8TuningSummary(m).c_str());
     DeviceArray<uint8_t> x8(size_t(m) * k);
     DeviceArray<float> xs(m);
     ASSERT_EQ(kernels::LaunchQuantizeRowsFp8({x.get(), x8.get(), xs.get(), m, k}, nullptr), "");
@@ -158,7 +158,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
         a.x_fp8 = x8.get();
         a.x_scale = xs.get();
       }
-      ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+      ASSERT_TRUE((*dispatcher)->Run(a, nullptr).ok());
       CUDA_OK(cudaDeviceSynchronize());
       const auto got = gpu_test::ToFloat(out.Download());
       // E4M3 x: ~2^-5.8 rms rounding per element, ~2 % on a long dot product.
@@ -167,7 +167,7 @@ TEST(LinearFp8Test, TunedGemvEitherInputPath) {
   }
 }
 
-// The tuned choice comes back from the autotune cache: a first runner on a
+// The tuned choice comes back from the autotune cache: a first dispatcher on a
 // shape no earlier run tuned (random n) times it, a second takes it without
 // timing and computes the same bits, and a cache line naming tilings of the
 // wrong input families is ignored (re-timed) instead of being launched.
@@ -182,18 +182,18 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<float> scratch(size_t(m) * n);
   const std::vector<double> ref = Fp8WeightsTimesBf16(weights.w8.Download(), weights.ws.Download(), xb, m, n, k);
-  // Tunes (n, k, m) on a fresh runner; returns its output and cache hits.
+  // Tunes (n, k, m) on a fresh dispatcher; returns its output and cache hits.
   auto tune_and_run = [&](std::vector<__nv_bfloat16>* out_host, int* hits, std::string* key) {
-    auto runner = cuda::LinearRunner::Create(false, 0);
-    ASSERT_TRUE(runner.ok()) << runner.status();
-    ASSERT_TRUE((*runner)->ReserveFp8(8, k).ok());
-    ASSERT_TRUE((*runner)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
-    *hits = (*runner)->cache_hits();
-    *key = (*runner)->GemvCacheKey(true, n, k, m);
+    auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+    ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+    ASSERT_TRUE((*dispatcher)->ReserveFp8(8, k).ok());
+    ASSERT_TRUE((*dispatcher)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
+    *hits = (*dispatcher)->cache_hits();
+    *key = (*dispatcher)->GemvCacheKey(true, n, k, m);
     DeviceArray<__nv_bfloat16> out(size_t(m) * n);
     out.Poison();
     const cuda::LinearArgs a{wm, x.get(), out.get(), nullptr, m, n, k};
-    ASSERT_TRUE((*runner)->Run(a, nullptr).ok());
+    ASSERT_TRUE((*dispatcher)->Run(a, nullptr).ok());
     CUDA_OK(cudaDeviceSynchronize());
     *out_host = out.Download();
     EXPECT_LT(gpu_test::RelErr(gpu_test::ToFloat(*out_host), ref, 0, ref.size()), 0.05);
@@ -236,40 +236,40 @@ struct WgmmaWeights {
   kernels::WgmmaFp8Weights map;
 };
 
-// A runner with the fp8 and wgmma scratch for w at up to 64 rows, tuned
+// A dispatcher with the fp8 and wgmma scratch for w at up to 64 rows, tuned
 // for w's shape (fp32 out + softcap when softcap > 0, as the LM head;
 // `codes_given`: decode would pass x already quantized).
-std::unique_ptr<cuda::LinearRunner> TunedWgmmaRunner(const WgmmaWeights& w, float softcap, bool codes_given = true) {
-  auto runner = cuda::LinearRunner::Create(false, 0);
-  EXPECT_TRUE(runner.ok()) << runner.status();
-  if (!runner.ok()) return nullptr;
-  EXPECT_TRUE((*runner)->ReserveFp8(64, w.k).ok());
-  EXPECT_TRUE((*runner)->ReserveWgmmaFp8(w.n).ok());
+std::unique_ptr<cuda::LinearDispatcher> TunedWgmmaDispatcher(const WgmmaWeights& w, float softcap, bool codes_given = true) {
+  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+  EXPECT_TRUE(dispatcher.ok()) << dispatcher.status();
+  if (!dispatcher.ok()) return nullptr;
+  EXPECT_TRUE((*dispatcher)->ReserveFp8(64, w.k).ok());
+  EXPECT_TRUE((*dispatcher)->ReserveWgmmaFp8(w.n).ok());
   const cuda::DeviceMatrix mats[] = {w.matrix()};
   const absl::Status st =
-      (*runner)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, nullptr);
+      (*dispatcher)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, nullptr);
   EXPECT_TRUE(st.ok()) << st;
-  return std::move(*runner);
+  return std::move(*dispatcher);
 }
 
 // Runs w at m random rows (bf16 out, or fp32 with `softcap`) and checks the
 // sampled outputs against the double reference over the E4M3 codes, within
 // the cuBLASLt tolerance above. Returns the output's bytes.
-std::vector<uint8_t> RunWgmmaChecked(cuda::LinearRunner& runner, const WgmmaWeights& w, int m, float softcap) {
+std::vector<uint8_t> RunWgmmaChecked(cuda::LinearDispatcher& dispatcher, const WgmmaWeights& w, int m, float softcap) {
   const int n = w.n, k = w.k;
   const bool f32 = softcap > 0.0f;
   SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " f32=" << f32 << " kernel "
-                                  << runner.Fp8GemmFor(w.matrix(), n, k, m));
+                                  << dispatcher.Fp8GemmFor(w.matrix(), n, k, m));
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<uint8_t> out(size_t(m) * n * (f32 ? 4 : 2));
   out.Poison();
   const cuda::LinearArgs a{w.matrix(), x.get(), f32 ? nullptr : reinterpret_cast<__nv_bfloat16*>(out.get()),
                            f32 ? reinterpret_cast<float*>(out.get()) : nullptr, m, n, k, softcap};
-  EXPECT_TRUE(runner.Run(a, nullptr).ok());
+  EXPECT_TRUE(dispatcher.Run(a, nullptr).ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint8_t> bytes = out.Download();
-  // The runner quantizes x with this kernel (checked against the host in
+  // The dispatcher quantizes x with this kernel (checked against the host in
   // gemv_fp8_test); the reference sums its codes in double.
   DeviceArray<uint8_t> x8(size_t(m) * k);
   DeviceArray<float> xs(m);
@@ -312,32 +312,32 @@ TEST(LinearFp8Test, WgmmaAfterAutotuneAgreesWithReference) {
   GEMMA_REQUIRE_GPU();
   for (const auto& [n, k, softcap] : {std::tuple{5376, 8192, 0.0f}, std::tuple{16400, 5376, 30.0f}}) {
     const WgmmaWeights w(n, k);
-    auto runner = TunedWgmmaRunner(w, softcap, softcap == 0.0f);
-    ASSERT_NE(runner, nullptr);
+    auto dispatcher = TunedWgmmaDispatcher(w, softcap, softcap == 0.0f);
+    ASSERT_NE(dispatcher, nullptr);
     for (int m : {1, 5, 16, 24, 32, 48, 64}) {
-      std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, runner->Fp8GemmFor(w.matrix(), n, k, m).c_str());
+      std::printf("linear-fp8 %d x %d m=%d measured: %s\n", n, k, m, dispatcher->Fp8GemmFor(w.matrix(), n, k, m).c_str());
     }
-    runner->set_wgmma_preference(cuda::WgmmaPreference::kForce);
+    dispatcher->set_wgmma_preference(cuda::WgmmaPreference::kForce);
     for (int m : {1, 5, 16, 24, 32, 48, 64}) {
-      const std::string kernel = runner->Fp8GemmFor(w.matrix(), n, k, m);
+      const std::string kernel = dispatcher->Fp8GemmFor(w.matrix(), n, k, m);
       EXPECT_NE(kernel, "cuBLASLt") << "m=" << m;
       EXPECT_NE(kernel, "GEMV") << "m=" << m;
       // GEMV batches: 16-token tiles that keep fp32 accumulation only.
       if (m <= kernels::kGemvMaxBatch) {
         EXPECT_EQ(kernel.rfind("wgp-n16", 0), 0u) << kernel;
       }
-      RunWgmmaChecked(*runner, w, m, softcap);
+      RunWgmmaChecked(*dispatcher, w, m, softcap);
     }
     // Past kMaxM, and without a descriptor: never wgmma.
     static_assert(cuda::WgmmaPath::kMaxM == 64);
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 65), "cuBLASLt");
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), n, k, 128), "cuBLASLt");
-    EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 16), "cuBLASLt");
-    EXPECT_EQ(runner->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 1), "GEMV");
+    EXPECT_EQ(dispatcher->Fp8GemmFor(w.matrix(), n, k, 65), "cuBLASLt");
+    EXPECT_EQ(dispatcher->Fp8GemmFor(w.matrix(), n, k, 128), "cuBLASLt");
+    EXPECT_EQ(dispatcher->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 16), "cuBLASLt");
+    EXPECT_EQ(dispatcher->Fp8GemmFor(cuda::DeviceMatrix(w.m.w8.get(), w.m.ws.get()), n, k, 1), "GEMV");
   }
 }
 
-// A second runner takes the tuned choices from the cache (one hit per
+// A second dispatcher takes the tuned choices from the cache (one hit per
 // bucket) and computes the same bits; lines that name no runnable choice
 // are re-timed instead of launched.
 TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
@@ -346,11 +346,11 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
   // A shape no earlier run tuned.
   const WgmmaWeights w(1040 + 16 * int(gpu_test::Rng()() % 4096), 528);
   SCOPED_TRACE(testing::Message() << "n=" << w.n);
-  auto first = TunedWgmmaRunner(w, 0.0f);
+  auto first = TunedWgmmaDispatcher(w, 0.0f);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->cache_hits(), 0);
   first->set_wgmma_preference(cuda::WgmmaPreference::kForce);
-  auto second = TunedWgmmaRunner(w, 0.0f);
+  auto second = TunedWgmmaDispatcher(w, 0.0f);
   ASSERT_NE(second, nullptr);
   const std::vector<int> buckets = cuda::WgmmaPath::Buckets(64);
   EXPECT_EQ(second->cache_hits(), static_cast<int>(buckets.size()));
@@ -373,7 +373,7 @@ TEST(LinearFp8Test, WgmmaChoiceComesBackFromTheCache) {
   for (int bucket : buckets) {
     kernels::attention::AutotuneCache::Get().Store(first->WgmmaCacheKey(w.n, w.k, bucket), "junk");
   }
-  auto third = TunedWgmmaRunner(w, 0.0f);
+  auto third = TunedWgmmaDispatcher(w, 0.0f);
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->cache_hits(), 0);
 }
@@ -383,13 +383,13 @@ TEST(LinearFp8Test, WgmmaSwitchedOffKeepsGemvAndCublasLt) {
   GEMMA_REQUIRE_GPU();
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   const WgmmaWeights w(1040, 528);
-  auto runner = TunedWgmmaRunner(w, 0.0f);
+  auto dispatcher = TunedWgmmaDispatcher(w, 0.0f);
   unsetenv("GEMMA_FP8_WGMMA");
-  ASSERT_NE(runner, nullptr);
-  EXPECT_EQ(runner->cache_hits(), 0);
+  ASSERT_NE(dispatcher, nullptr);
+  EXPECT_EQ(dispatcher->cache_hits(), 0);
   for (int m : {1, 8, 16, 40, 64}) {
-    EXPECT_EQ(runner->Fp8GemmFor(w.matrix(), w.n, w.k, m), m <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt");
-    RunWgmmaChecked(*runner, w, m, 0.0f);
+    EXPECT_EQ(dispatcher->Fp8GemmFor(w.matrix(), w.n, w.k, m), m <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt");
+    RunWgmmaChecked(*dispatcher, w, m, 0.0f);
   }
 }
 

@@ -1,4 +1,4 @@
-// The CUDA backend's paged KV cache (issue 5):
+// The CUDA backend's paged KV cache:
 // - the same sequences through scrambled block tables (sliding blocks that
 //   left the window released, as the engine's block manager does) give the
 //   same logits as the per-slot caches: only the addressing differs;

@@ -1,4 +1,4 @@
-// FP8 checkpoints (issue 8): linear weights stored as F8_E4M3 with a
+// FP8 checkpoints: linear weights stored as F8_E4M3 with a
 // per-output-channel `weight_scale` (llm-compressor FP8 / FP8_DYNAMIC,
 // compressed-tensors; vLLM quant_method "fp8"). The fortunes checkpoint is
 // rewritten with one FP8 matrix and broken scales; errors name the tensor,

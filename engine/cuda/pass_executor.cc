@@ -41,12 +41,12 @@ absl::Status CudaBackend::Impl::Validate(std::span<const SequenceChunk> chunks) 
 
 absl::Status CudaBackend::Impl::EnqueueDecode(int batch) {
   if (!options.use_cuda_graphs || !decode_ran_eagerly.count(batch) || !graphs.Has(batch)) {
-    GEMMA_STATUS_RETURN_IF_ERROR(runner->EnqueueLayers({batch, batch, 1}, stream));
-    GEMMA_STATUS_RETURN_IF_ERROR(runner->EnqueueLogits(0, batch, /*argmax=*/true, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLayers({batch, batch, 1}, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLogits(0, batch, /*argmax=*/true, stream));
     if (!options.use_cuda_graphs) return absl::OkStatus();
     decode_ran_eagerly.insert(batch);
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    return graphs.Capture(*runner, batch, stream);
+    return graphs.Capture(*forward, batch, stream);
   }
   return graphs.Replay(batch, stream);
 }
@@ -62,30 +62,30 @@ absl::Status CudaBackend::Impl::RunPass(cuda::PassPlan& plan, const PassOutput& 
     batch = DecodeBucket(batch);
     plan.PadDecodeTo(batch);
   }
-  const int used = plan.WriteTo(runner->layout(), host_meta.get<int32_t>());
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(runner->metadata(), host_meta.get(), used * sizeof(int32_t),
+  const int used = plan.WriteTo(forward->layout(), host_meta.get<int32_t>());
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(forward->metadata(), host_meta.get(), used * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, stream));
   const bool sampling = !want.rows.empty();
   if (graph_pass) {
     GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(batch));  // logits and argmax of every row
     if (sampling) return Sample(plan, 0, rows, want);
-    return Collect(plan, 0, rows, want.argmax() ? runner->ids() : nullptr, want);
+    return Collect(plan, 0, rows, want.argmax() ? forward->ids() : nullptr, want);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(
-      runner->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream));
-  for (int begin = 0; begin < rows; begin += runner->max_logit_rows()) {
-    const int count = std::min(rows - begin, runner->max_logit_rows());
-    GEMMA_STATUS_RETURN_IF_ERROR(runner->EnqueueLogits(begin, count, want.argmax(), stream));
+      forward->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream));
+  for (int begin = 0; begin < rows; begin += forward->max_logit_rows()) {
+    const int count = std::min(rows - begin, forward->max_logit_rows());
+    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLogits(begin, count, want.argmax(), stream));
     if (sampling) {
       GEMMA_STATUS_RETURN_IF_ERROR(Sample(plan, begin, count, want));
     } else {
-      GEMMA_STATUS_RETURN_IF_ERROR(Collect(plan, begin, count, want.argmax() ? runner->ids() : nullptr, want));
+      GEMMA_STATUS_RETURN_IF_ERROR(Collect(plan, begin, count, want.argmax() ? forward->ids() : nullptr, want));
     }
   }
   return cuda::CudaStatus(cudaStreamSynchronize(stream), "forward pass");
 }
 
-// Draws logits rows [begin, begin + count) (in the runner's logits buffer)
+// Draws logits rows [begin, begin + count) (in the forward's logits buffer)
 // with their chunks' parameters on the device, then collects the ids.
 absl::Status CudaBackend::Impl::Sample(const cuda::PassPlan& plan, int begin, int count, const PassOutput& want) {
   auto* host_rows = host_sample_rows.get<kernels::SampleRowParams>();
@@ -93,7 +93,7 @@ absl::Status CudaBackend::Impl::Sample(const cuda::PassPlan& plan, int begin, in
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_rows.get(), host_rows, count * sizeof(kernels::SampleRowParams),
                                              cudaMemcpyHostToDevice, stream));
   kernels::SampleParams sp;
-  sp.logits = runner->logits();
+  sp.logits = forward->logits();
   sp.rows = sample_rows.get<kernels::SampleRowParams>();
   sp.out = sample_ids.get<int32_t>();
   sp.num_rows = count;
@@ -112,7 +112,7 @@ absl::Status CudaBackend::Impl::Collect(const cuda::PassPlan& plan, int begin, i
                                                cudaMemcpyDeviceToHost, stream));
   }
   if (want.logits != nullptr) {
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.get(), runner->logits(),
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.get(), forward->logits(),
                                                count * vocab * sizeof(float), cudaMemcpyDeviceToHost,
                                                stream));
   }

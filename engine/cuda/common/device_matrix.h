@@ -1,6 +1,6 @@
 // A weight matrix on the device in nn.Linear layout [n, k], bf16 or FP8 E4M3
 // with one fp32 scale per output row (value = fp8 * row_scale[row]). The
-// forward passes these to LinearRunner, which picks the kernels by dtype, so
+// forward passes these to LinearDispatcher, which picks the kernels by dtype, so
 // nothing else needs to know how a layer's weights are stored.
 #pragma once
 

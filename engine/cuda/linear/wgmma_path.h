@@ -1,6 +1,6 @@
-// The wgmma FP8 linear (kernels/gemv/wgmma_fp8.h) inside LinearRunner: for
+// The wgmma FP8 linear (kernels/gemv/wgmma_fp8.h) inside LinearDispatcher: for
 // decode batches of up to kMaxM tokens of fp8 matrices that carry a TMA
-// descriptor (DeviceMatrix::wgmma), LinearRunner launches it instead of what
+// descriptor (DeviceMatrix::wgmma), LinearDispatcher launches it instead of what
 // it would run otherwise — the fp8 GEMV at m <= kGemvMaxBatch, cuBLASLt's FP8
 // GEMM (+ scale epilogue) above — where start-up timing measured it faster.
 // This object holds what that takes: the split-K / stream-K scratch (Reserve, once,
@@ -31,7 +31,7 @@
 // GEMMA_FP8_WGMMA=force: the fastest wgmma candidate wherever one was timed,
 // even where the baseline measured faster (A/B of the kernel itself). With
 // GEMMA_FP8_FAST_ACCUM=0 only the variants that promote to fp32 compete (the
-// accuracy cuBLASLt then has). Thread-safety: owned by LinearRunner's thread.
+// accuracy cuBLASLt then has). Thread-safety: owned by LinearDispatcher's thread.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,18 +47,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/cuda/cuda_util.h"
-#include "engine/cuda/device_matrix.h"
+#include "engine/cuda/common/cuda_util.h"
+#include "engine/cuda/common/device_matrix.h"
+#include "engine/cuda/linear/switches.h"
 
 namespace gemma::cuda {
 
 struct LinearArgs;  // linear.h
-
-enum class WgmmaPreference {
-  kMeasured,  // the faster of wgmma and the baseline, as timed
-  kOff,       // the baseline only (GEMV / cuBLASLt)
-  kForce,     // wgmma wherever a candidate was timed (tests, A/B)
-};
 
 // One measured (n, k, bucket): the fastest wgmma variant x K split or
 // stream-K grid (variant -1: no candidate could run) and the baseline's time
@@ -90,7 +85,7 @@ class WgmmaPath {
   // at 64 the choice then lost ~0.65 ms per decode step, timed back to back
   // without a stand-in and with stream-K grids that left slots empty; with
   // both fixed it gains 0.14 ms per step at batch 64, H200 31B.)
-  static constexpr int kMaxM = 64;
+  static constexpr int kMaxM = kWgmmaFp8MaxM;
   // Split-K partials: candidates needing more are skipped.
   static constexpr size_t kMaxWorkspaceBytes = size_t{64} << 20;
   // K splits tried, and at most this many CTAs per SM from them (more only
@@ -101,7 +96,8 @@ class WgmmaPath {
   static constexpr int kMaxCtasPerSm = 4;
   static constexpr int kMaxStreamKPerSm = 2;
 
-  WgmmaPath();  // reads GEMMA_FP8_WGMMA and GEMMA_FP8_FAST_ACCUM
+  // Takes GEMMA_FP8_WGMMA, _SHAPES, _MAX_M and GEMMA_FP8_FAST_ACCUM.
+  explicit WgmmaPath(const TuningSwitches& switches);
   WgmmaPreference preference() const { return preference_; }
   // Tests and A/B runs; overrides GEMMA_FP8_WGMMA (kOff after tuning keeps
   // the tuned choices for a later kMeasured).
@@ -120,7 +116,7 @@ class WgmmaPath {
   // 1..8, 16, 20).
   static std::vector<int> Buckets(int max_m);
 
-  // Times the baseline (`baseline`: runs one LinearArgs as LinearRunner
+  // Times the baseline (`baseline`: runs one LinearArgs as LinearDispatcher
   // would without wgmma) against every wgmma variant x split that can take
   // each bucket (the narrowest token tile that covers it; at GEMV batches
   // searched once, then re-timed per batch), for the matrices `mats` of

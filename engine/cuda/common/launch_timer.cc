@@ -1,9 +1,9 @@
-#include "engine/cuda/launch_timer.h"
+#include "engine/cuda/common/launch_timer.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/common/cuda_util.h"
 
 namespace gemma::cuda {
 

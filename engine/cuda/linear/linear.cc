@@ -1,14 +1,13 @@
-#include "engine/cuda/linear.h"
+#include "engine/cuda/linear/linear.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/cuda/launch_timer.h"
+#include "engine/cuda/common/launch_timer.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
@@ -33,18 +32,17 @@ int VariantByName(bool fp8, const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(bool autotune, int tune_m) {
-  std::unique_ptr<LinearRunner> r(new LinearRunner());
+absl::StatusOr<std::unique_ptr<LinearDispatcher>> LinearDispatcher::Create(bool autotune, int tune_m) {
+  const TuningSwitches switches = TuningSwitches::FromEnv();
+  std::unique_ptr<LinearDispatcher> r(new LinearDispatcher(switches));
   GEMMA_STATUS_RETURN_IF_ERROR(r->workspace_.Allocate(kGemmWorkspaceBytes));
-  auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m);
+  auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m, switches);
   if (!gemm.ok()) return gemm.status();
   r->gemm_ = std::move(*gemm);
-  const char* a16 = std::getenv("GEMMA_FP8_A16");
-  r->a16_ = a16 == nullptr || std::string(a16) != "0";
   return r;
 }
 
-absl::Status LinearRunner::ReserveFp8(int max_m, int max_k) {
+absl::Status LinearDispatcher::ReserveFp8(int max_m, int max_k) {
   if (max_m <= fp8_max_m_ && max_k <= fp8_max_k_) return absl::OkStatus();
   GEMMA_STATUS_RETURN_IF_ERROR(x_fp8_.Allocate(static_cast<size_t>(max_m) * max_k));
   GEMMA_STATUS_RETURN_IF_ERROR(x_scale_.Allocate(static_cast<size_t>(max_m) * sizeof(float)));
@@ -53,12 +51,12 @@ absl::Status LinearRunner::ReserveFp8(int max_m, int max_k) {
   return absl::OkStatus();
 }
 
-int LinearRunner::VariantFor(int n, int k, int batch) const {
+int LinearDispatcher::VariantFor(int n, int k, int batch) const {
   auto it = best_.find({n, k, batch});
   return it == best_.end() ? -1 : it->second;
 }
 
-int LinearRunner::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const {
+int LinearDispatcher::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const {
   auto it = fp8_best_.find({n, k, m});
   if (it == fp8_best_.end()) return -1;
   const Fp8Choice& c = it->second;
@@ -66,13 +64,13 @@ int LinearRunner::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_
   return c.a16 >= 0 && have_bf16 && (c.e4m3 < 0 || c.a16_ms < e4m3_ms) ? c.a16 : c.e4m3;
 }
 
-bool LinearRunner::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
+bool LinearDispatcher::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
   if (!w.fp8()) return false;
   if (m > kernels::kGemvMaxBatch || wgmma_.ChoiceFor(w, n, k, m) != nullptr) return true;
   return !kernels::GemvFp8VariantTakesBf16(Fp8VariantFor(n, k, m, true, true));
 }
 
-std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream) {
+std::string LinearDispatcher::LaunchGemvVariant(const LinearArgs& a, int variant, cudaStream_t stream) {
   if (a.w.fp8()) {
     kernels::GemvFp8Params p;
     p.w = a.w.e4m3();
@@ -105,7 +103,7 @@ std::string LinearRunner::LaunchGemvVariant(const LinearArgs& a, int variant, cu
   return kernels::LaunchGemv(p, stream);
 }
 
-absl::Status LinearRunner::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream) {
+absl::Status LinearDispatcher::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream) {
   if (m > fp8_max_m_ || k > fp8_max_k_) {
     return absl::InternalError(absl::StrCat("fp8 linear: ", m, " x ", k, " activations exceed the reserved ",
                                             fp8_max_m_, " x ", fp8_max_k_, " (ReserveFp8)"));
@@ -114,7 +112,7 @@ absl::Status LinearRunner::QuantizeX(const __nv_bfloat16* x, int m, int k, cudaS
       kernels::LaunchQuantizeRowsFp8({x, x_fp8_.get<uint8_t>(), x_scale_.get<float>(), m, k}, stream));
 }
 
-absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
   if (a.x_fp8 != nullptr) {
     return a.x_scale != nullptr ? absl::OkStatus() : absl::InternalError("fp8 linear: x_fp8 without x_scale");
   }
@@ -124,7 +122,7 @@ absl::Status LinearRunner::PrepareFp8Input(LinearArgs& a, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8(LinearArgs a, cudaStream_t stream) {
   if (const WgmmaChoice* c = wgmma_.ChoiceFor(a.w, a.n, a.k, a.m)) {
     GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
     const std::string err = wgmma_.Launch(a, *c, stream);
@@ -137,7 +135,7 @@ absl::Status LinearRunner::RunFp8(LinearArgs a, cudaStream_t stream) {
   return RunFp8Baseline(a, stream);
 }
 
-absl::Status LinearRunner::RunFp8Baseline(LinearArgs a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8Baseline(LinearArgs a, cudaStream_t stream) {
   if (a.m <= kernels::kGemvMaxBatch) {
     const int variant = Fp8VariantFor(a.n, a.k, a.m, a.x_fp8 != nullptr, a.x != nullptr);
     if (!kernels::GemvFp8VariantTakesBf16(variant)) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
@@ -147,7 +145,7 @@ absl::Status LinearRunner::RunFp8Baseline(LinearArgs a, cudaStream_t stream) {
   return RunFp8Gemm(a, stream);
 }
 
-absl::Status LinearRunner::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream) {
   // cuBLASLt applies the per-row weight and per-token activation scales when
   // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
   // and a small kernel scales the result in place.
@@ -167,7 +165,7 @@ absl::Status LinearRunner::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream) 
   return KernelStatus(kernels::LaunchScaleFp8Gemm(sp, stream));
 }
 
-absl::Status LinearRunner::Softcap(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::Softcap(const LinearArgs& a, cudaStream_t stream) {
   kernels::SoftcapParams sp;
   sp.x = a.out_f32;
   sp.count = static_cast<int64_t>(a.m) * a.n;
@@ -175,7 +173,7 @@ absl::Status LinearRunner::Softcap(const LinearArgs& a, cudaStream_t stream) {
   return KernelStatus(kernels::LaunchSoftcap(sp, stream));
 }
 
-absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream) {
   if (a.w.fp8()) return RunFp8(a, stream);
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));
@@ -186,7 +184,7 @@ absl::Status LinearRunner::Run(const LinearArgs& a, cudaStream_t stream) {
 }
 
 // The key names the build's tiling count: a build with other tilings re-times.
-std::string LinearRunner::GemvCacheKey(bool fp8, int n, int k, int batch) const {
+std::string LinearDispatcher::GemvCacheKey(bool fp8, int n, int k, int batch) const {
   const int tilings = fp8 ? kernels::NumGemvFp8Variants() : kernels::NumGemvVariants();
   return kernels::attention::AutotuneCache::Key(
       fp8 ? "gemv-fp8" : "gemv",
@@ -196,7 +194,7 @@ std::string LinearRunner::GemvCacheKey(bool fp8, int n, int k, int batch) const 
 // Cache entries: bf16 "<variant>"; fp8 "<e4m3 variant> <ns> <a16 variant>
 // <ns> <quant ns>" (the times decide between the two input paths per call;
 // whole nanoseconds, as kept in memory, so a cached choice decides alike).
-bool LinearRunner::LoadTuned(bool fp8, int n, int k, int batch) {
+bool LinearDispatcher::LoadTuned(bool fp8, int n, int k, int batch) {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return false;
   const auto hit = cache.Lookup(GemvCacheKey(fp8, n, k, batch));
@@ -230,7 +228,7 @@ bool LinearRunner::LoadTuned(bool fp8, int n, int k, int batch) {
   return true;
 }
 
-void LinearRunner::StoreTuned(bool fp8, int n, int k, int batch) const {
+void LinearDispatcher::StoreTuned(bool fp8, int n, int k, int batch) const {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return;
   if (!fp8) {
@@ -244,7 +242,7 @@ void LinearRunner::StoreTuned(bool fp8, int n, int k, int batch) const {
                            MsToNs(c.quant_ms)));
 }
 
-absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix& w,
+absl::Status LinearDispatcher::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
   const bool fp8 = w.fp8();
   if (LoadTuned(fp8, n, k, batch)) return absl::OkStatus();
@@ -295,7 +293,7 @@ absl::Status LinearRunner::Autotune(int n, int k, int batch, const DeviceMatrix&
   return absl::OkStatus();
 }
 
-absl::Status LinearRunner::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
+absl::Status LinearDispatcher::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
                                             bool out_f32, float softcap, bool codes_given, cudaStream_t stream) {
   wgmma_.set_gemv_key_suffix(a16_ ? "" : "/no-a16");
   return wgmma_.Autotune(
@@ -303,7 +301,7 @@ absl::Status LinearRunner::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, 
       [&](LinearArgs& a) { return PrepareFp8Input(a, stream); }, stream);
 }
 
-std::string LinearRunner::Fp8TuningSummary(int batch) const {
+std::string LinearDispatcher::Fp8TuningSummary(int batch) const {
   std::string s;
   for (const auto& [key, c] : fp8_best_) {
     const auto [n, k, b] = key;

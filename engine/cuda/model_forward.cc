@@ -1,4 +1,4 @@
-#include "engine/cuda/model_runner.h"
+#include "engine/cuda/model_forward.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include "kernels/sampling/argmax.h"
 
 namespace gemma::cuda {
-absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
-    const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearRunner* linear,
+absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
+    const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear,
     int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, bool length_aware, float embed_scale,
     int max_table_entries) {
-  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  std::unique_ptr<ModelForward> r(new ModelForward());
   r->config_ = &config;
   r->weights_ = weights;
   r->cache_ = cache;
@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   return r;
 }
 
-absl::Status ModelRunner::Allocate(int t) {
+absl::Status ModelForward::Allocate(int t) {
   const size_t h = config_->hidden_size, inter = config_->intermediate_size;
   const size_t bf = sizeof(__nv_bfloat16);
   GEMMA_STATUS_RETURN_IF_ERROR(metadata_.Allocate(layout_.total * sizeof(int32_t)));
@@ -73,25 +73,25 @@ absl::Status ModelRunner::Allocate(int t) {
   return absl::OkStatus();
 }
 
-int ModelRunner::DecodeSplits(int num_seqs, int num_kv_heads) const {
+int ModelForward::DecodeSplits(int num_seqs, int num_kv_heads) const {
   if (decode_splits_ > 0) return decode_splits_;
   return kernels::DecodeNumSplits(num_seqs, num_kv_heads, num_sms_);
 }
 
-void ModelRunner::EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
+void ModelForward::EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
                           bool act) const {
   const bool on = normed_fp8_.get() != nullptr && linear_->TakesFp8Input(consumer, m, n, k);
   *codes = on ? (act ? act_fp8_ : normed_fp8_).get<uint8_t>() : nullptr;
   *scales = on ? (act ? act_scale_ : normed_scale_).get<float>() : nullptr;
 }
 
-LinearArgs ModelRunner::WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales) {
+LinearArgs ModelForward::WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales) {
   a.x_fp8 = codes;
   a.x_scale = scales;
   return a;
 }
 
-absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t stream) {
+absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   kernels::EmbeddingParams ep;
   ep.token_ids = meta(layout_.token_ids);
@@ -119,7 +119,7 @@ absl::Status ModelRunner::EnqueueLayers(const PassShape& shape, cudaStream_t str
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream) {
+absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   const LayerSpec& s = c.layers[l];
   const LayerKv& kv = cache_->layer(l);
@@ -182,7 +182,7 @@ absl::Status ModelRunner::EnqueueAttention(int l, const PassShape& shape, cudaSt
   return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));
 }
 
-absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {
+absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   const LayerSpec& s = c.layers[l];
   const DeviceLayer& w = weights_->layers()[l];
@@ -238,7 +238,7 @@ absl::Status ModelRunner::EnqueueLayer(int l, const PassShape& shape, cudaStream
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 
-absl::Status ModelRunner::EnqueueLogits(int begin, int count, bool argmax, cudaStream_t stream) {
+absl::Status ModelForward::EnqueueLogits(int begin, int count, bool argmax, cudaStream_t stream) {
   if (count <= 0 || count > max_logit_rows_) return absl::InternalError("bad logits row count");
   const ModelConfig& c = *config_;
   kernels::GatherRowsParams gp;

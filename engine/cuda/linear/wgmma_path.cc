@@ -1,18 +1,17 @@
-#include "engine/cuda/wgmma_path.h"
+#include "engine/cuda/linear/wgmma_path.h"
 
 #include <cublasLt.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <iterator>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/cuda/launch_timer.h"
-#include "engine/cuda/linear.h"
-#include "engine/cuda/lt_gemm.h"
+#include "engine/cuda/common/launch_timer.h"
+#include "engine/cuda/linear/linear.h"
+#include "engine/cuda/linear/lt_gemm.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
@@ -36,18 +35,6 @@ int VariantByName(const std::string& name) {
     if (name == kernels::WgmmaFp8VariantName(v)) return v;
   }
   return -1;
-}
-
-WgmmaPreference PreferenceFromEnv() {
-  const char* env = std::getenv("GEMMA_FP8_WGMMA");
-  if (env == nullptr) return WgmmaPreference::kMeasured;
-  const std::string v(env);
-  if (v == "0") return WgmmaPreference::kOff;
-  if (v == "force") return WgmmaPreference::kForce;
-  if (!v.empty() && v != "1") {
-    spdlog::warn("GEMMA_FP8_WGMMA='{}' is not one of 0, 1, force: taking the measured choice (1)", v);
-  }
-  return WgmmaPreference::kMeasured;
 }
 
 }  // namespace
@@ -87,17 +74,11 @@ std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bu
   return c;
 }
 
-WgmmaPath::WgmmaPath() : preference_(PreferenceFromEnv()), fast_accum_(LtGemm::Fp8FastAccum()) {
-  // A/B switches (experiments; unknown entries are simply never matched).
-  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_SHAPES"); env != nullptr && *env != '\0') {
-    for (absl::string_view shape : absl::StrSplit(env, ',', absl::SkipEmpty())) only_shapes_.emplace(shape);
-  }
-  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_MAX_M"); env != nullptr && *env != '\0') {
-    if (!absl::SimpleAtoi(env, &max_m_) || max_m_ < 0 || max_m_ > kMaxM) {
-      spdlog::warn("GEMMA_FP8_WGMMA_MAX_M='{}' is not 0..{}: ignored", env, kMaxM);
-      max_m_ = kMaxM;
-    }
-  }
+WgmmaPath::WgmmaPath(const TuningSwitches& switches)
+    : preference_(switches.fp8_wgmma),
+      fast_accum_(switches.fp8_fast_accum),
+      only_shapes_(switches.fp8_wgmma_shapes),
+      max_m_(switches.fp8_wgmma_max_m) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {

@@ -1,10 +1,10 @@
-#include "engine/cuda/lt_gemm.h"
+#include "engine/cuda/linear/lt_gemm.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/common/cuda_util.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma::cuda {
@@ -25,9 +25,8 @@ absl::Status LtStatus(cublasStatus_t st, const char* what) {
 // batch 64 16.4 vs 14.8 ms; prefill @8K 12.2K vs 10.9K tok/s with it).
 constexpr int kOuterVecMinRows = 129;
 
-bool OuterVecWanted(int m) {
-  const char* env = std::getenv("GEMMA_FP8_OUTER_VEC");
-  return m >= kOuterVecMinRows && (env == nullptr || std::string(env) != "0");
+bool OuterVecWanted(int m, const TuningSwitches& switches) {
+  return m >= kOuterVecMinRows && switches.fp8_outer_vec;
 }
 
 // Sets A's and B's scale mode and pointers; false when this cuBLASLt rejects
@@ -62,24 +61,18 @@ struct LtGemm::Plan {
 };
 
 absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(void* workspace, size_t workspace_bytes,
-                                                       bool autotune, int tune_m) {
+                                                       bool autotune, int tune_m,
+                                                       const TuningSwitches& switches) {
   std::unique_ptr<LtGemm> g(new LtGemm());
   GEMMA_LT_RETURN_IF_ERROR(cublasLtCreate(&g->handle_));
   g->workspace_ = workspace;
   g->workspace_bytes_ = workspace_bytes;
   g->autotune_ = autotune;
+  g->switches_ = switches;
   g->tune_m_ = tune_m;
   return g;
 }
 
-// Hopper's FP8 MMA accumulates in reduced precision unless the GEMM promotes
-// partial sums to fp32 every few k steps; "fast accumulation" skips the
-// promotion (as Transformer Engine does for forward GEMMs). On by default;
-// GEMMA_FP8_FAST_ACCUM=0 turns it off.
-bool LtGemm::Fp8FastAccum() {
-  const char* env = std::getenv("GEMMA_FP8_FAST_ACCUM");
-  return env == nullptr || std::string(env) != "0";
-}
 
 LtGemm::~LtGemm() {
   plans_.clear();
@@ -131,7 +124,7 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
   const cublasOperation_t trans = CUBLAS_OP_T;
   GEMMA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-  if (fp8_inputs && Fp8FastAccum()) {
+  if (fp8_inputs && switches_.fp8_fast_accum) {
     const int8_t fast = 1;
     GEMMA_LT_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
@@ -155,7 +148,7 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
   cublasStatus_t hs = CUBLAS_STATUS_NOT_SUPPORTED;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(stream, &capturing);
-  if (fp8_inputs && OuterVecWanted(m)) {
+  if (fp8_inputs && OuterVecWanted(m, switches_)) {
     plan->outer_vec_scales = SetScaleMode(plan->desc, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, w_scale, x_scale) &&
                              (hs = heuristic()) == CUBLAS_STATUS_SUCCESS && count > 0;
     // A heuristic may offer what the run then rejects: try the first

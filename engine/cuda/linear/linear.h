@@ -24,10 +24,10 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "engine/cuda/cuda_util.h"
-#include "engine/cuda/device_matrix.h"
-#include "engine/cuda/lt_gemm.h"
-#include "engine/cuda/wgmma_path.h"
+#include "engine/cuda/common/cuda_util.h"
+#include "engine/cuda/common/device_matrix.h"
+#include "engine/cuda/linear/lt_gemm.h"
+#include "engine/cuda/linear/wgmma_path.h"
 
 namespace gemma::cuda {
 
@@ -45,11 +45,11 @@ struct LinearArgs {
   const float* x_scale = nullptr;    // [m]
 };
 
-class LinearRunner {
+class LinearDispatcher {
  public:
   // `autotune`: time GEMM algorithms for m == tune_m (and GEMV tilings in
   // Autotune()).
-  static absl::StatusOr<std::unique_ptr<LinearRunner>> Create(bool autotune, int tune_m);
+  static absl::StatusOr<std::unique_ptr<LinearDispatcher>> Create(bool autotune, int tune_m);
   absl::Status Run(const LinearArgs& a, cudaStream_t stream);
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
@@ -104,7 +104,7 @@ class LinearRunner {
   std::string Fp8TuningSummary(int batch) const;
 
  private:
-  LinearRunner() = default;
+  explicit LinearDispatcher(const TuningSwitches& switches) : a16_(switches.fp8_a16), wgmma_(switches) {}
   // Measured fp8 GEMV choices of one (n, k, batch): the fastest E4M3-input
   // variant, the fastest bf16-input (a16) one, and the quantization an E4M3
   // variant needs when x comes unquantized.

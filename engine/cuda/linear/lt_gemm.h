@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
+#include "engine/cuda/linear/switches.h"
 
 namespace gemma::cuda {
 
@@ -20,7 +21,8 @@ class LtGemm {
  public:
   // `workspace` (device, `workspace_bytes`) must outlive this object.
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(void* workspace, size_t workspace_bytes,
-                                                        bool autotune, int tune_m);
+                                                        bool autotune, int tune_m,
+                                                        const TuningSwitches& switches);
   ~LtGemm();
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
                    cudaStream_t stream);
@@ -29,13 +31,9 @@ class LtGemm {
   // m > 128 when this cuBLASLt offers it for the shape (returns true), else
   // the unscaled product (returns false; the caller applies the scales: also
   // the faster way for skinny decode batches). The mode can be turned off
-  // with GEMMA_FP8_OUTER_VEC=0.
+  // with GEMMA_FP8_OUTER_VEC=0 (switches.h).
   absl::StatusOr<bool> RunFp8(const void* w, const float* w_scale, const void* x, const float* x_scale,
                               void* out, bool out_f32, int m, int n, int k, cudaStream_t stream);
-  // Whether FP8 GEMMs use fast accumulation (no fp32 promotion of partial
-  // sums; GEMMA_FP8_FAST_ACCUM=0 turns it off): the accuracy the wgmma
-  // linear (wgmma_path.h) must match when it stands in for them.
-  static bool Fp8FastAccum();
 
  private:
   struct Plan;
@@ -51,6 +49,11 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool autotune_ = true;
+  // fp8_outer_vec; fp8_fast_accum: Hopper's FP8 MMA accumulates in reduced
+  // precision unless the GEMM promotes partial sums to fp32 every few k
+  // steps, and fast accumulation skips the promotion (as Transformer Engine
+  // does for forward GEMMs): the accuracy the wgmma linear must match.
+  TuningSwitches switches_;
   int tune_m_ = 0;
   std::map<std::tuple<int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;  // m, n, k, f32, fp8
 };

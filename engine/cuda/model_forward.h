@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/kv_cache.h"
-#include "engine/cuda/linear.h"
+#include "engine/cuda/linear/linear.h"
 #include "engine/cuda/step_plan.h"
 #include "engine/model/config.h"
 
@@ -26,16 +26,16 @@ struct PassShape {
   int max_q_len = 0;  // 1: decode attention
 };
 
-class ModelRunner {
+class ModelForward {
  public:
   // `max_tokens` and `max_seqs` bound a pass; `max_logit_rows` one EnqueueLogits call;
   // `decode_splits` > 0 overrides the decode attention split count;
   // `length_aware` false makes attention sweep the whole capacity (benchmarks);
   // `max_table_entries` > 0 sizes the block tables of a pass (a paged cache,
-  // which may be created after the runner).
-  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const ModelConfig& config,
+  // which may be created after this object).
+  static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
-                                                             KvCache* cache, LinearRunner* linear,
+                                                             KvCache* cache, LinearDispatcher* linear,
                                                              int max_tokens, int max_seqs,
                                                              int max_logit_rows,
                                                              int decode_splits, bool length_aware,
@@ -54,7 +54,7 @@ class ModelRunner {
   const int32_t* ids() const { return ids_.get<int32_t>(); }
 
  private:
-  ModelRunner() = default;
+  ModelForward() = default;
   absl::Status Allocate(int max_tokens);
   absl::Status EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream);
   absl::Status EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream);
@@ -64,7 +64,7 @@ class ModelRunner {
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
   // also writes its E4M3 codes and per-token scales when the linear (m x k
-  // -> n) would read them (LinearRunner::TakesFp8Input), so it need not
+  // -> n) would read them (LinearDispatcher::TakesFp8Input), so it need not
   // quantize x itself; else *codes = *scales = nullptr.
   void EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
                bool act) const;
@@ -73,7 +73,7 @@ class ModelRunner {
   const ModelConfig* config_ = nullptr;
   const DeviceWeights* weights_ = nullptr;
   KvCache* cache_ = nullptr;
-  LinearRunner* linear_ = nullptr;
+  LinearDispatcher* linear_ = nullptr;
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice

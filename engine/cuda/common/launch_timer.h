@@ -1,4 +1,4 @@
-// Start-up kernel timing shared by the tuners (LinearRunner's GEMV choice,
+// Start-up kernel timing shared by the tuners (LinearDispatcher's GEMV choice,
 // the wgmma FP8 path's): the mean time per launch of a back-to-back
 // sequence on one stream, measured with CUDA events. Not graph-safe (it
 // synchronizes): call before capture. Thread-safety: one thread.

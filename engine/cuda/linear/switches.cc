@@ -1,0 +1,51 @@
+#include "engine/cuda/linear/switches.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "spdlog/spdlog.h"
+
+namespace gemma::cuda {
+namespace {
+
+// "0" turns a default-on switch off; anything else (or unset) leaves it on.
+bool OnUnlessZero(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string(v) != "0";
+}
+
+WgmmaPreference WgmmaFromEnv() {
+  const char* env = std::getenv("GEMMA_FP8_WGMMA");
+  if (env == nullptr) return WgmmaPreference::kMeasured;
+  const std::string v(env);
+  if (v == "0") return WgmmaPreference::kOff;
+  if (v == "force") return WgmmaPreference::kForce;
+  if (!v.empty() && v != "1") {
+    spdlog::warn("GEMMA_FP8_WGMMA='{}' is not one of 0, 1, force: taking the measured choice (1)", v);
+  }
+  return WgmmaPreference::kMeasured;
+}
+
+}  // namespace
+
+TuningSwitches TuningSwitches::FromEnv() {
+  TuningSwitches s;
+  s.fp8_a16 = OnUnlessZero("GEMMA_FP8_A16");
+  s.fp8_wgmma = WgmmaFromEnv();
+  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_SHAPES"); env != nullptr && *env != '\0') {
+    for (absl::string_view shape : absl::StrSplit(env, ',', absl::SkipEmpty())) s.fp8_wgmma_shapes.emplace(shape);
+  }
+  if (const char* env = std::getenv("GEMMA_FP8_WGMMA_MAX_M"); env != nullptr && *env != '\0') {
+    if (!absl::SimpleAtoi(env, &s.fp8_wgmma_max_m) || s.fp8_wgmma_max_m < 0 ||
+        s.fp8_wgmma_max_m > kWgmmaFp8MaxM) {
+      spdlog::warn("GEMMA_FP8_WGMMA_MAX_M='{}' is not 0..{}: ignored", env, kWgmmaFp8MaxM);
+      s.fp8_wgmma_max_m = kWgmmaFp8MaxM;
+    }
+  }
+  s.fp8_outer_vec = OnUnlessZero("GEMMA_FP8_OUTER_VEC");
+  s.fp8_fast_accum = OnUnlessZero("GEMMA_FP8_FAST_ACCUM");
+  return s;
+}
+
+}  // namespace gemma::cuda
