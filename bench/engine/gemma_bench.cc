@@ -1,0 +1,283 @@
+// gemma-bench: decode and prefill throughput of the CUDA backend at batch 1,
+// plus the decode GEMV's bandwidth on the model's linear shapes.
+//
+// One sequence is grown by prefill (real forward passes, chunked by the
+// backend) to each depth in turn; at each depth a run of greedy decode steps
+// is timed. Prefill tok/s at depth d = d / (prefill time to reach d), decode
+// steps excluded. Results: a table on stdout and JSON (--json).
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench/engine/batch_decode.h"
+#include "bench/engine/gemv_bench.h"
+#include "engine/cuda/cuda_backend.h"
+#include "server/dtype_flags.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace gemma {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Flags {
+  std::string model_dir, config_dir, json_path;
+  WeightDType weights = WeightDType::kBF16;
+  std::optional<WeightDType> lm_head;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;
+  bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
+  bool skip_gemv = false;
+  std::vector<int> depths = {512, 8192, 32768, 131072};
+  std::vector<int> batches;                 // non-empty: the batched paged decode mode
+  std::vector<int> contexts = {64, 2048};   // with --batches
+  int decode_tokens = 32;
+  int chunk_tokens = 0;  // 0: the backend's choice
+};
+
+struct DepthResult {
+  int depth = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, decode_ms = 0;
+};
+
+// Deterministic pseudo-random prompt tokens (no ids below 3: pad/eos/bos).
+std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    ids[i] = 3 + static_cast<int32_t>((seed >> 8) % static_cast<uint32_t>(vocab - 3));
+  }
+  return ids;
+}
+
+// Prefill chunk sizes of every attention shape bucket, then one full pass
+// (its own attention bucket and GEMM shape when the pass size is not a power
+// of two), so autotuning happens here and not inside the timed region.
+absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
+  int pos = 0;
+  ForwardResult next;
+  std::vector<int> sizes;
+  for (int n = 64; n < chunk_tokens; n *= 2) sizes.push_back(n);
+  sizes.push_back(chunk_tokens);
+  for (int n : sizes) {
+    if (pos + n >= b.max_context() - 8) break;
+    auto ids = PromptTokens(n, b.config().vocab_size, n);
+    SequenceChunk c{0, ids, pos, false};
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
+    pos += n;
+  }
+  for (int s = 0; s < 3; ++s) {
+    int32_t id = next.next_ids[0];
+    SequenceChunk c{0, {&id, 1}, pos++, false};
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
+  }
+  b.ResetSlot(0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& f) {
+  std::vector<DepthResult> results;
+  int pos = 0;
+  double prefill_s = 0;
+  ForwardResult next;
+  next.next_ids = {3};
+  for (int depth : f.depths) {
+    if (depth <= pos) continue;
+    auto ids = PromptTokens(depth - pos, b.config().vocab_size, depth);
+    SequenceChunk c{0, ids, pos, false};
+    const auto t0 = Clock::now();
+    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
+    prefill_s += Seconds(t0, Clock::now());
+    pos = depth;
+    DepthResult r;
+    r.depth = depth;
+    r.prefill_tok_s = depth / prefill_s;
+    Clock::time_point start;
+    for (int s = 0; s < f.decode_tokens + 2; ++s) {  // two untimed warm-up steps
+      if (s == 2) {
+        start = Clock::now();
+        cudaProfilerStart();  // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
+      }
+      int32_t id = next.next_ids[0];
+      SequenceChunk d{0, {&id, 1}, pos++, false};
+      if (auto st = b.Forward({&d, 1}, {}, &next); !st.ok()) return st;
+    }
+    const double secs = Seconds(start, Clock::now());
+    cudaProfilerStop();
+    r.decode_tok_s = f.decode_tokens / secs;
+    r.decode_ms = 1e3 * secs / f.decode_tokens;
+    spdlog::info("bench: depth {}: prefill {:.0f} tok/s, decode {:.2f} tok/s", depth, r.prefill_tok_s,
+                 r.decode_tok_s);
+    results.push_back(r);
+  }
+  return results;
+}
+
+// What both modes ask of the backend: the model (or its config with random
+// weights) and the weights' dtypes.
+BackendOptions BaseOptions(const Flags& f) {
+  BackendOptions o;
+  o.backend = "cuda";
+  o.model_dir = f.random_weights ? f.config_dir : f.model_dir;
+  o.random_weights = f.random_weights;
+  o.weights = f.weights;
+  o.lm_head = f.lm_head;
+  o.kv_cache_dtype = f.kv_cache_dtype;
+  return o;
+}
+
+// --batches: B sequences at once through the paged cache (batch_decode.h).
+int RunBatches(const Flags& f) {
+  BackendOptions o = BaseOptions(f);
+  o.max_slots = *std::max_element(f.batches.begin(), f.batches.end());
+  o.max_context = *std::max_element(f.contexts.begin(), f.contexts.end()) + f.decode_tokens + 16;
+  o.use_cuda_graphs = !f.no_graphs;
+  CudaTuning t;
+  t.autotune_gemv = !f.no_autotune;
+  t.max_chunk_tokens = f.chunk_tokens;
+  auto backend = CreateCudaBackendWithTuning(o, t);
+  if (!backend.ok()) {
+    spdlog::error("{}", backend.status().ToString());
+    return 1;
+  }
+  auto rows = RunBatchDecode(**backend, f.batches, f.contexts, f.decode_tokens);
+  if (!rows.ok()) {
+    spdlog::error("{}", rows.status().ToString());
+    return 1;
+  }
+  nlohmann::json j;
+  j["weights"] = std::string(WeightDTypeName(f.weights));
+  for (const BatchDecodeRow& r : *rows)
+    j["batches"].push_back({{"batch", r.batch}, {"context", r.context}, {"step_ms", r.step_ms}, {"tok_s", r.tok_s}});
+  if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
+  std::printf("\ngemma-bench --batches (%s weights, paged KV, graphs %s)\n%8s %8s %10s %10s\n",
+              std::string(WeightDTypeName(f.weights)).c_str(), f.no_graphs ? "off" : "on", "batch", "context",
+              "ms/step", "tok/s");
+  for (const BatchDecodeRow& r : *rows)
+    std::printf("%8d %8d %10.2f %10.0f\n", r.batch, r.context, r.step_ms, r.tok_s);
+  return 0;
+}
+
+int Run(const Flags& f) {
+  if (f.no_autotune) setenv("GEMMA_AUTOTUNE", "0", 1);
+  if (!f.batches.empty()) return RunBatches(f);
+  BackendOptions o = BaseOptions(f);
+  o.max_slots = 1;
+  o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
+  const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
+  o.max_context = max_depth + static_cast<int>(f.depths.size()) * (f.decode_tokens + 2) + 16;
+  o.use_cuda_graphs = !f.no_graphs;
+  CudaTuning t;
+  t.autotune_gemv = !f.no_autotune;
+  t.length_aware = !f.no_length_aware;
+  t.max_chunk_tokens = f.chunk_tokens;
+  const auto t0 = Clock::now();
+  auto backend = CreateCudaBackendWithTuning(o, t);
+  if (!backend.ok()) {
+    spdlog::error("{}", backend.status().ToString());
+    return 1;
+  }
+  CudaBackend& b = **backend;
+  if (b.max_context() < o.max_context) {
+    spdlog::error("model max context {} < needed {}", b.max_context(), o.max_context);
+    return 1;
+  }
+  const double load_s = Seconds(t0, Clock::now());
+  if (auto st = WarmUp(b, b.chunk_tokens()); !st.ok()) {
+    spdlog::error("warm-up: {}", st.ToString());
+    return 1;
+  }
+  auto results = RunDepths(b, f);
+  if (!results.ok()) {
+    spdlog::error("{}", results.status().ToString());
+    return 1;
+  }
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  const double used_gib = (total_b - free_b) / double(1 << 30);
+  std::vector<GemvBenchRow> gemv;
+  if (!f.skip_gemv) gemv = RunGemvBench(b.config());
+
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  nlohmann::json j;
+  j["gpu"] = prop.name;
+  j["model"] = o.model_dir;
+  j["random_weights"] = f.random_weights;
+  j["weights"] = std::string(WeightDTypeName(f.weights));
+  j["graphs"] = !f.no_graphs;
+  j["length_aware"] = !f.no_length_aware;
+  j["autotune"] = !f.no_autotune;
+  j["weights_gb"] = b.weight_bytes() / 1e9;
+  j["kv_cache_gb"] = b.kv_cache_bytes() / 1e9;
+  j["gpu_memory_used_gib"] = used_gib;
+  j["load_s"] = load_s;
+  j["kv_fill"] = "prefill";
+  j["chunk_tokens"] = b.chunk_tokens();
+  for (const auto& r : *results)
+    j["depths"].push_back({{"depth", r.depth}, {"prefill_tok_s", r.prefill_tok_s},
+                           {"decode_tok_s", r.decode_tok_s}, {"decode_ms", r.decode_ms}});
+  for (const auto& g : gemv)
+    j["gemv"].push_back({{"n", g.n}, {"k", g.k}, {"variant", g.variant}, {"us", g.us}, {"tb_s", g.tb_s}});
+  if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
+
+  std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
+              f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
+              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", b.chunk_tokens());
+  const std::string dtype(WeightDTypeName(f.weights));
+  std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
+              b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
+  for (const auto& g : gemv)
+    std::printf("gemv %6d x %5d  %-6s %8.1f us  %5.2f TB/s\n", g.n, g.k, g.variant.c_str(), g.us, g.tb_s);
+  std::printf("%8s %14s %14s %10s\n", "depth", "prefill tok/s", "decode tok/s", "ms/token");
+  for (const auto& r : *results)
+    std::printf("%8d %14.0f %14.2f %10.2f\n", r.depth, r.prefill_tok_s, r.decode_tok_s, r.decode_ms);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gemma
+
+int main(int argc, char** argv) {
+  gemma::Flags f;
+  CLI::App app{"gemma-bench: CUDA backend throughput"};
+  auto* model = app.add_option("--model", f.model_dir, "model directory (config + safetensors)");
+  auto* config = app.add_option("--config", f.config_dir, "directory with config.json (with --random-weights)");
+  app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
+  gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
+  gemma::AddKvCacheDTypeFlag(app, &f.kv_cache_dtype);
+  app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
+  app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
+  app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
+  app.add_flag("--skip-gemv", f.skip_gemv, "skip the GEMV bandwidth table");
+  app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
+  app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
+  app.add_option("--json", f.json_path, "write results as JSON here");
+  app.add_option("--batches", f.batches, "decode step at these batch sizes (paged KV) instead of the depth sweep")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--contexts", f.contexts, "with --batches: tokens per sequence before the timed steps")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass (0: the backend's choice)")
+      ->check(CLI::Range(0, 16384));
+  model->excludes(config);
+  CLI11_PARSE(app, argc, argv);
+  if (f.random_weights == f.config_dir.empty() || f.model_dir.empty() == f.config_dir.empty()) {
+    std::fprintf(stderr, "use --model DIR, or --config DIR --random-weights\n");
+    return 2;
+  }
+  std::sort(f.depths.begin(), f.depths.end());
+  return gemma::Run(f);
+}

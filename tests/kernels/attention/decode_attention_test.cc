@@ -1,0 +1,143 @@
+// Decode (split-K) attention against a float64 host reference: the 31B
+// shapes, split counts from one to more splits than tiles, window edges, ring
+// wrap, length-unaware mode, and a captured graph replayed at other depths.
+#include <gtest/gtest.h>
+
+#include "kernels/attention/attention.h"
+#include "tests/kernels/attention/attention_case.h"
+
+namespace gemma::kernels::testing {
+namespace {
+
+constexpr double kTolerance = 1e-2;
+
+class DecodeAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  }
+
+  void Check(const AttentionCase& c, std::initializer_list<int> splits, bool length_aware = true) {
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    // Slot caches, then (length-aware only) the same keys through scrambled
+    // paged blocks of 16.
+    const AttentionParams paged = length_aware ? prob.PagedParams(16) : AttentionParams{};
+    for (int view = 0; view < (length_aware ? 2 : 1); ++view)
+    for (int num_splits : splits) {
+      SCOPED_TRACE("splits " + std::to_string(num_splits) +
+                   (length_aware ? "" : " length-unaware") + (view ? " paged" : ""));
+      DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads,
+                                           c.head_dim, num_splits));
+      CUDA_OK(prob.Poison());
+      if (ws.bytes() > 0) CUDA_OK(cudaMemset(ws.as<void>(), 0xff, ws.bytes()));
+      AttentionParams p = view ? paged : prob.Params();
+      p.length_aware = length_aware;
+      ASSERT_EQ(LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr), "");
+      CUDA_OK(cudaDeviceSynchronize());
+      const ErrorReport r = Compare(prob.Output(), ref);
+      EXPECT_EQ(r.num_not_finite, 0);
+      EXPECT_LT(r.rel_error, kTolerance);
+    }
+  }
+};
+
+TEST_F(DecodeAttentionTest, Global31BGqa8) {
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  c.capacity = 2048;
+  Check(c, {1, 7, 33, 64});
+}
+
+TEST_F(DecodeAttentionTest, Sliding31BWindowRing) {
+  AttentionCase c = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  c.window = 1024;
+  c.capacity = 1024;
+  c.ring = true;
+  c.seed = 2;
+  Check(c, {1, 9, 16});
+}
+
+TEST_F(DecodeAttentionTest, WindowBoundary15_16_17) {
+  AttentionCase c = DecodeCase(64, 8, 2, {15, 16, 17, 41}, {2, 3, 0, 1});
+  c.window = 16;
+  c.capacity = 16;
+  c.ring = true;
+  c.seed = 3;
+  Check(c, {1, 2, 5});
+}
+
+TEST_F(DecodeAttentionTest, FixtureHeadDims) {
+  for (int d : {32, 64, 128}) {
+    for (int kv : {1, 2, 4}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + " kv heads " + std::to_string(kv));
+      AttentionCase c = DecodeCase(d, 4, kv, {1, 33, 300}, {2, 0, 1});
+      c.capacity = 320;
+      c.seed = 10 + d + kv;
+      Check(c, {1, 4});
+    }
+  }
+}
+
+TEST_F(DecodeAttentionTest, LengthUnawareSweepsCapacityAndIgnoresGarbage) {
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 300, 1000}, {0, 2, 1});
+  c.capacity = 1100;
+  c.poison_unused_cache = true;  // NaN rows past each length
+  c.seed = 4;
+  Check(c, {1, 16}, /*length_aware=*/false);
+  Check(c, {16}, /*length_aware=*/true);
+
+  AttentionCase r = DecodeCase(256, 32, 16, {5, 1500}, {1, 0});
+  r.window = 1024;
+  r.capacity = 1100;
+  r.ring = true;
+  r.poison_unused_cache = true;
+  r.seed = 5;
+  Check(r, {1, 8}, /*length_aware=*/false);
+}
+
+TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
+  AttentionCase c = DecodeCase(512, 32, 4, {10, 20}, {1, 0});
+  c.capacity = 4096;
+  AttentionProblem prob(c);
+  const int splits = 32;
+  DeviceBuffer ws(DecodeWorkspaceBytes(2, 32, 512, splits));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const std::string err = LaunchDecodeAttention(prob.Params(), ws.as<void>(), splits, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_EQ(err, "");
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const std::vector<int>& pos : {std::vector<int>{9, 19}, {4095, 100}, {0, 2500}}) {
+    SCOPED_TRACE("positions " + std::to_string(pos[0]) + ", " + std::to_string(pos[1]));
+    CUDA_OK(prob.SetPositions(pos));
+    CUDA_OK(prob.Poison());
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const ErrorReport r = Compare(prob.Output(), prob.Reference());
+    EXPECT_EQ(r.num_not_finite, 0);
+    EXPECT_LT(r.rel_error, kTolerance);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(DecodeAttentionTest, RejectsBadParams) {
+  AttentionCase c = DecodeCase(512, 32, 4, {10}, {0});
+  c.capacity = 16;
+  AttentionProblem prob(c);
+  AttentionParams p = prob.Params();
+  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 4, nullptr).find("workspace"), std::string::npos);
+  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 0, nullptr), "");
+  p.max_q_len = 2;
+  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("q_len"), std::string::npos);
+  p = prob.Params();
+  p.num_kv_heads = 1;  // group 32 > 16
+  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr), "");
+}
+
+}  // namespace
+}  // namespace gemma::kernels::testing

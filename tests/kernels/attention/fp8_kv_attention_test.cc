@@ -1,0 +1,188 @@
+// Attention over an E4M3 KV cache (--kv-cache-dtype fp8). With K and V that
+// are E4M3 values, the fp8-cache kernels (raw tiles read by ldmatrix in a
+// permuted head_dim order, f16 MMAs) must match the float64 reference at
+// least as closely as the bf16-cache kernels do on the same values (f16
+// keeps 3 more mantissa bits of Q and P than bf16): decode at several split
+// counts and prefill in every tile configuration built for it, slot, ring
+// and paged caches, the 31B shapes and the fixtures' head_dims, NaN in
+// unused cache rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "tests/kernels/attention/attention_case.h"
+
+namespace gemma::kernels::testing {
+namespace {
+
+constexpr double kTolerance = 1e-2;
+// The fp8-cache error may exceed the bf16-cache one by this factor (both
+// end in a bf16 output rounding, so the two are close; a wrong fragment or
+// permutation gives errors of order 1).
+constexpr double kNoWorseThan = 1.05;
+
+class Fp8KvAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
+  }
+
+  // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged
+  // (length-unaware: slots only, every row read, unused ones NaN).
+  template <typename Launch>
+  void Compare2(AttentionCase c, const std::string& what, Launch launch) {
+    c.e4m3_values = true;
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    for (int view = 0; view < (length_aware_ ? 2 : 1); ++view) {
+      SCOPED_TRACE(what + (view ? " paged" : " slots") + (length_aware_ ? "" : " length-unaware"));
+      AttentionParams bf16 = view ? prob.PagedParams(16) : prob.Params();
+      bf16.length_aware = length_aware_;
+      const AttentionParams fp8 = prob.Fp8(bf16);
+      CUDA_OK(prob.Poison());
+      ASSERT_EQ(launch(bf16), "");
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> want = prob.Output();
+      CUDA_OK(prob.Poison());
+      ASSERT_EQ(launch(fp8), "");
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> got = prob.Output();
+      const ErrorReport r = Compare(got, ref), r_bf16 = Compare(want, ref);
+      EXPECT_EQ(r.num_not_finite, 0);
+      EXPECT_EQ(r_bf16.num_not_finite, 0);
+      EXPECT_LT(r.rel_error, kTolerance);
+      EXPECT_LE(r.rel_error, r_bf16.rel_error * kNoWorseThan)
+          << "fp8 cache " << r.rel_error << " vs bf16 cache " << r_bf16.rel_error;
+    }
+  }
+
+  void Decode(const AttentionCase& c, std::initializer_list<int> splits) {
+    for (int num_splits : splits) {
+      DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads, c.head_dim, num_splits));
+      Compare2(c, "decode, splits " + std::to_string(num_splits), [&](const AttentionParams& p) {
+        return LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr);
+      });
+    }
+  }
+
+  void Prefill(const AttentionCase& c) {
+    std::vector<std::string> configs = PrefillAttentionConfigs(c.head_dim, /*kv_fp8=*/true);
+    ASSERT_FALSE(configs.empty());
+    configs.push_back("default");
+    // A configuration without an E4M3 build refuses the cache by name.
+    bool refused = false;
+    for (const std::string& name : PrefillAttentionConfigs(c.head_dim)) {
+      if (std::find(configs.begin(), configs.end(), name) != configs.end()) continue;
+      AttentionCase e4m3 = c;
+      e4m3.e4m3_values = true;
+      AttentionProblem prob(e4m3);
+      const std::string err = LaunchPrefillAttentionWithConfig(prob.Fp8(prob.Params()), name, nullptr);
+      EXPECT_NE(err.find("has no E4M3-cache build"), std::string::npos) << name << ": " << err;
+      refused = true;
+      break;
+    }
+    EXPECT_TRUE(refused) << "every configuration has an E4M3 build: nothing to refuse";
+    for (const std::string& name : configs) {
+      Compare2(c, "prefill " + name,
+               [&](const AttentionParams& p) { return LaunchPrefillAttentionWithConfig(p, name, nullptr); });
+    }
+    // Autotuned: each cache dtype has its own tuning bucket.
+    Compare2(c, "prefill autotuned", [&](const AttentionParams& p) { return LaunchPrefillAttention(p, nullptr); });
+  }
+
+  bool length_aware_ = true;
+};
+
+TEST_F(Fp8KvAttentionTest, DecodeGlobal31B) {
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  c.capacity = 2048;
+  c.poison_unused_cache = true;
+  Decode(c, {1, 7, 64});
+}
+
+TEST_F(Fp8KvAttentionTest, DecodeSliding31BRing) {
+  AttentionCase c = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  c.window = 1024;
+  c.capacity = 1024;
+  c.ring = true;
+  c.poison_unused_cache = true;
+  c.seed = 2;
+  Decode(c, {1, 9});
+}
+
+TEST_F(Fp8KvAttentionTest, DecodeFixtureHeadDims) {
+  for (int d : {32, 64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionCase c = DecodeCase(d, 4, 2, {1, 33, 300}, {2, 0, 1});
+    c.capacity = 320;
+    c.seed = 10 + d;
+    Decode(c, {1, 4});
+  }
+}
+
+// Length-unaware sweeps read every cache row: the E4M3 V rows past a
+// sequence (NaN here) must be zeroed like the bf16 ones.
+TEST_F(Fp8KvAttentionTest, LengthUnawareIgnoresGarbage) {
+  length_aware_ = false;
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 300, 1000}, {0, 2, 1});
+  c.capacity = 1100;
+  c.poison_unused_cache = true;
+  c.seed = 5;
+  Decode(c, {1, 16});
+  AttentionCase r = DecodeCase(256, 32, 16, {5, 1500}, {1, 0});
+  r.window = 1024;
+  r.capacity = 1100;
+  r.ring = true;
+  r.poison_unused_cache = true;
+  r.seed = 6;
+  Decode(r, {1, 8});
+  AttentionCase p{.head_dim = 256, .num_heads = 32, .num_kv_heads = 16, .capacity = 400, .num_slots = 2};
+  p.q_lens = {70, 9};
+  p.q_pos0 = {200, 0};
+  p.slots = {1, 0};
+  p.poison_unused_cache = true;
+  p.seed = 7;
+  for (const std::string& name : PrefillAttentionConfigs(256, /*kv_fp8=*/true)) {
+    Compare2(p, "prefill " + name,
+             [&](const AttentionParams& q) { return LaunchPrefillAttentionWithConfig(q, name, nullptr); });
+  }
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillGlobal31BChunks) {
+  AttentionCase c{.head_dim = 512, .num_heads = 32, .num_kv_heads = 4, .capacity = 400, .num_slots = 3};
+  c.q_lens = {70, 1, 33};
+  c.q_pos0 = {200, 0, 366};  // chunked prefill: earlier keys are in the cache
+  c.slots = {2, 0, 1};
+  c.seed = 3;
+  Prefill(c);
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillSliding31BRing) {
+  AttentionCase c{.head_dim = 256, .num_heads = 32, .num_kv_heads = 16, .window = 1024,
+                  .capacity = 1280, .num_slots = 2, .ring = true};
+  c.q_lens = {200, 45};
+  c.q_pos0 = {1300, 0};
+  c.slots = {1, 0};
+  c.poison_unused_cache = true;
+  c.seed = 4;
+  Prefill(c);
+}
+
+TEST_F(Fp8KvAttentionTest, PrefillFixtureHeadDims) {
+  for (int d : {32, 64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionCase c{.head_dim = d, .num_heads = 4, .num_kv_heads = 1, .capacity = 200, .num_slots = 2};
+    c.q_lens = {97, 5};
+    c.q_pos0 = {0, 150};
+    c.slots = {0, 1};
+    c.seed = 20 + d;
+    Prefill(c);
+  }
+}
+
+}  // namespace
+}  // namespace gemma::kernels::testing

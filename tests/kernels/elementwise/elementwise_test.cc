@@ -1,0 +1,134 @@
+// Embedding, gelu gate, row gather, softcap, argmax and the random init vs
+// CPU references at the 31B shapes (vocab 262144, hidden 5376, inter 21504).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/init/random_init.h"
+#include "kernels/sampling/argmax.h"
+#include "tests/common/gpu_test_util.h"
+
+namespace gemma {
+namespace {
+
+using gpu_test::DeviceArray;
+using gpu_test::ToF;
+
+TEST(EmbeddingTest, GathersAndScales31BTable) {
+  GEMMA_REQUIRE_GPU();
+  const int vocab = 262144, hidden = 5376;
+  const uint64_t seed = gpu_test::Rng()();
+  DeviceArray<__nv_bfloat16> table(size_t(vocab) * hidden);
+  kernels::RandomFillParams rp;
+  rp.out_bf16 = table.get();
+  rp.count = int64_t(vocab) * hidden;
+  rp.seed = seed;
+  ASSERT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
+  const std::vector<int32_t> ids = {2, 0, vocab - 1, 12345};
+  DeviceArray<int32_t> dids(ids);
+  DeviceArray<float> out(ids.size() * hidden);
+  out.Poison();
+  const float scale = 73.5f;
+  kernels::EmbeddingParams p{dids.get(), table.get(), out.get(), int(ids.size()), hidden, vocab, scale};
+  ASSERT_EQ(kernels::LaunchEmbedding(p, nullptr), "");
+  const auto got = out.Download();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (int i = 0; i < hidden; ++i) {
+      const float w = ToF(gpu_test::ToB(kernels::RandomFillValue(seed, int64_t(ids[t]) * hidden + i, 0, 0.02f)));
+      ASSERT_EQ(got[t * hidden + i], w * scale) << "token " << t << " dim " << i;
+    }
+  }
+}
+
+TEST(GeluGateTest, MatchesTanhGelu) {
+  GEMMA_REQUIRE_GPU();
+  for (int tokens : {1, 3}) {
+    const int inter = 21504;
+    const auto in = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(tokens) * 2 * inter, 0, 2));
+    DeviceArray<__nv_bfloat16> din(in), dout(size_t(tokens) * inter);
+    dout.Poison();
+    ASSERT_EQ(kernels::LaunchGeluGate({din.get(), dout.get(), tokens, inter}, nullptr), "");
+    const auto got = gpu_test::ToFloat(dout.Download());
+    std::vector<double> ref(got.size());
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < inter; ++i) {
+        const double g = ToF(in[size_t(t) * 2 * inter + i]), u = ToF(in[size_t(t) * 2 * inter + inter + i]);
+        ref[size_t(t) * inter + i] =
+            0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+      }
+    }
+    EXPECT_LT(gpu_test::RelErr(got, ref, 0, ref.size()), 8e-3);
+  }
+}
+
+TEST(GatherSoftcapTest, PicksRowsAndCaps) {
+  GEMMA_REQUIRE_GPU();
+  const int width = 5376, rows = 7;
+  const auto src = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(rows) * width));
+  const std::vector<int32_t> pick = {6, 0, 3};
+  DeviceArray<__nv_bfloat16> dsrc(src), ddst(pick.size() * width);
+  DeviceArray<int32_t> dpick(pick);
+  ASSERT_EQ(kernels::LaunchGatherRows({dsrc.get(), dpick.get(), ddst.get(), 3, width}, nullptr), "");
+  const auto got = gpu_test::ToFloat(ddst.Download());
+  for (size_t r = 0; r < pick.size(); ++r)
+    for (int i = 0; i < width; ++i) ASSERT_EQ(got[r * width + i], ToF(src[pick[r] * width + i]));
+
+  const auto x = gpu_test::RandomFloats(100003, 0, 50);
+  DeviceArray<float> dx(x);
+  ASSERT_EQ(kernels::LaunchSoftcap({dx.get(), int64_t(x.size()), 30.0f}, nullptr), "");
+  const auto capped = dx.Download();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(capped[i], 30.0 * std::tanh(x[i] / 30.0), 1e-4);
+}
+
+TEST(ArgmaxTest, FirstIndexOfMaximum) {
+  GEMMA_REQUIRE_GPU();
+  const int vocab = 262144, rows = 4;
+  auto logits = gpu_test::RandomFloats(size_t(rows) * vocab);
+  logits[size_t(1) * vocab + 77] = 50.0f;  // a tie: the smaller index wins
+  logits[size_t(1) * vocab + 9000] = 50.0f;
+  logits[size_t(2) * vocab + vocab - 1] = 60.0f;  // last element
+  logits[size_t(3) * vocab + 5] = NAN;           // NaN never wins
+  DeviceArray<float> dl(logits);
+  DeviceArray<int32_t> out(rows);
+  ASSERT_EQ(kernels::LaunchArgmax({dl.get(), out.get(), rows, vocab}, nullptr), "");
+  const auto got = out.Download();
+  for (int r = 0; r < rows; ++r) {
+    int best = 0;
+    for (int i = 1; i < vocab; ++i) {
+      const float v = logits[size_t(r) * vocab + i], b = logits[size_t(r) * vocab + best];
+      if (!std::isnan(v) && (std::isnan(b) || v > b)) best = i;
+    }
+    EXPECT_EQ(got[r], best) << "row " << r;
+  }
+  DeviceArray<int32_t> one(1);
+  DeviceArray<float> single(std::vector<float>{-3.0f});
+  ASSERT_EQ(kernels::LaunchArgmax({single.get(), one.get(), 1, 1}, nullptr), "");
+  EXPECT_EQ(one.Download()[0], 0);
+}
+
+TEST(RandomFillTest, DeviceMatchesHostTwinAndStatistics) {
+  GEMMA_REQUIRE_GPU();
+  const int64_t n = 1 << 20;
+  DeviceArray<float> out(n);
+  kernels::RandomFillParams p;
+  p.out_f32 = out.get();
+  p.count = n;
+  p.seed = 42;
+  p.mean = 1.0f;
+  p.stddev = 0.1f;
+  ASSERT_EQ(kernels::LaunchRandomFill(p, nullptr), "");
+  const auto got = out.Download();
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[i], kernels::RandomFillValue(42, i, 1.0f, 0.1f));
+    sum += got[i];
+    sq += double(got[i]) * got[i];
+  }
+  const double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  EXPECT_NEAR(mean, 1.0, 1e-3);
+  EXPECT_NEAR(sd, 0.1, 1e-3);
+}
+
+}  // namespace
+}  // namespace gemma

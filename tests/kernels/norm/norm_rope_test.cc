@@ -1,0 +1,202 @@
+// Residual norm and QKV norm+RoPE+KV-append vs CPU references at the 31B
+// shapes (D=256 sliding ring, D=512 global 8-way GQA with k_eq_v and
+// proportional partial RoPE) and the fixtures' small heads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/norm/residual_norm.h"
+#include "kernels/rope/qkv_rope.h"
+#include "tests/common/fp8_test_util.h"
+#include "tests/common/gpu_test_util.h"
+
+namespace gemma {
+namespace {
+
+using gpu_test::DeviceArray;
+using gpu_test::ToF;
+
+void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false) {
+  SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch);
+  const size_t n = static_cast<size_t>(tokens) * hidden;
+  const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
+  const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n));
+  const auto wb = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
+  const auto wo = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
+  const float s = 0.7f;
+  DeviceArray<float> dh(h0), dwb(wb), dwo(wo), ds(std::vector<float>{s});
+  DeviceArray<__nv_bfloat16> dbr(br), dout(n);
+  DeviceArray<float> dbr32(gpu_test::ToFloat(br));
+  dout.Poison();
+  kernels::ResidualNormParams p;
+  p.branch = branch && !f32_branch ? dbr.get() : nullptr;
+  p.branch_f32 = branch && f32_branch ? dbr32.get() : nullptr;
+  p.branch_weight = dwb.get();
+  p.layer_scalar = scalar ? ds.get() : nullptr;
+  p.residual = dh.get();
+  p.out_weight = dwo.get();
+  p.out = dout.get();
+  p.num_tokens = tokens;
+  p.hidden = hidden;
+  p.eps = 1e-6f;
+  ASSERT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
+  const auto got_h = dh.Download();
+  const auto got = gpu_test::ToFloat(dout.Download());
+  std::vector<double> ref_h(n), ref(n);
+  for (int t = 0; t < tokens; ++t) {
+    const size_t o = static_cast<size_t>(t) * hidden;
+    double ss = 0;
+    for (int i = 0; i < hidden; ++i) ss += double(ToF(br[o + i])) * ToF(br[o + i]);
+    const double rb = 1.0 / std::sqrt(ss / hidden + 1e-6);
+    double ss2 = 0;
+    for (int i = 0; i < hidden; ++i) {
+      double v = h0[o + i];
+      if (branch) v = (scalar ? s : 1.0) * (v + ToF(br[o + i]) * rb * wb[i]);
+      ref_h[o + i] = v;
+      ss2 += v * v;
+    }
+    const double r = 1.0 / std::sqrt(ss2 / hidden + 1e-6);
+    for (int i = 0; i < hidden; ++i) ref[o + i] = ref_h[o + i] * r * wo[i];
+  }
+  EXPECT_LT(gpu_test::RelErr(got_h, ref_h, 0, n), 1e-5);
+  for (int t = 0; t < tokens; ++t) EXPECT_LT(gpu_test::RelErr(got, ref, size_t(t) * hidden, hidden), 8e-3);
+}
+
+TEST(ResidualNormTest, RealShapeAndEdges) {
+  GEMMA_REQUIRE_GPU();
+  CheckResidualNorm(1, 5376, true, true);
+  CheckResidualNorm(5, 5376, true, false);
+  CheckResidualNorm(3, 5376, false, false);
+  CheckResidualNorm(17, 128, true, true);
+  CheckResidualNorm(4, 5376, true, true, /*f32_branch=*/true);
+  CheckResidualNorm(2, 8, true, true);
+  // Vectors per thread 1 (exactly), 2, 3 of 4, 8 (the largest hidden).
+  CheckResidualNorm(3, 2048, true, true);
+  CheckResidualNorm(2, 4096, true, true);
+  CheckResidualNorm(2, 4104, true, false);
+  CheckResidualNorm(2, 16384, true, true);
+  CheckResidualNorm(2, 16384, false, false);
+}
+
+struct RopeCase {
+  int heads, kv_heads, head_dim, rope_pairs;
+  bool k_eq_v, ring;
+  int capacity;
+  float theta;
+  std::vector<int> positions;
+};
+
+// CPU reference of one head: rms (weight optional), then rotate-half RoPE.
+std::vector<double> RefHead(const float* x, const float* w, int d, int pairs, float theta, int pos,
+                            bool rotate) {
+  double ss = 0;
+  for (int i = 0; i < d; ++i) ss += double(x[i]) * x[i];
+  const double r = 1.0 / std::sqrt(ss / d + 1e-6);
+  std::vector<double> n(d), out(d);
+  for (int i = 0; i < d; ++i) n[i] = x[i] * r * (w ? w[i] : 1.0);
+  out = n;
+  if (!rotate) return out;
+  for (int k = 0; k < pairs; ++k) {
+    const double ang = pos * std::pow(double(theta), -2.0 * k / d);
+    out[k] = n[k] * std::cos(ang) - n[k + d / 2] * std::sin(ang);
+    out[k + d / 2] = n[k + d / 2] * std::cos(ang) + n[k] * std::sin(ang);
+  }
+  return out;
+}
+
+void CheckQkvRope(const RopeCase& c) {
+  SCOPED_TRACE(testing::Message() << "D=" << c.head_dim << " kv=" << c.kv_heads << " ring=" << c.ring);
+  const int t = static_cast<int>(c.positions.size()), d = c.head_dim, slots = 2;
+  const int width = (c.heads + c.kv_heads * (c.k_eq_v ? 1 : 2)) * d;
+  const auto qkv = gpu_test::ToFloat(gpu_test::ToBf16(gpu_test::RandomFloats(size_t(t) * width, 0, 2)));
+  const auto qn = gpu_test::RandomFloats(d, 1.0f, 0.3f), kn = gpu_test::RandomFloats(d, 1.0f, 0.3f);
+  std::vector<int> slot(t);
+  for (int i = 0; i < t; ++i) slot[i] = i % slots;
+  DeviceArray<__nv_bfloat16> dqkv(gpu_test::ToBf16(qkv)), dq(size_t(t) * c.heads * d);
+  const size_t cache_n = size_t(slots) * c.capacity * c.kv_heads * d;
+  DeviceArray<__nv_bfloat16> dk(cache_n), dv(cache_n);
+  DeviceArray<float> dqn(qn), dkn(kn);
+  DeviceArray<int> dpos(c.positions), dslot(slot);
+  dq.Poison();
+  kernels::QkvRopeParams p{dqkv.get(), dqn.get(), dkn.get(), dpos.get(), dslot.get(), dq.get(), dk.get(),
+                           dv.get(), t, c.heads, c.kv_heads, d, c.k_eq_v, slots, c.capacity, c.ring,
+                           c.rope_pairs, c.theta, 1e-6f};
+  ASSERT_EQ(kernels::LaunchQkvRope(p, nullptr), "");
+  const auto q = gpu_test::ToFloat(dq.Download());
+  const auto k = gpu_test::ToFloat(dk.Download()), v = gpu_test::ToFloat(dv.Download());
+  for (int i = 0; i < t; ++i) {
+    const float* row = qkv.data() + size_t(i) * width;
+    const int pos = c.positions[i];
+    for (int h = 0; h < c.heads; ++h) {
+      const auto ref = RefHead(row + h * d, qn.data(), d, c.rope_pairs, c.theta, pos, true);
+      EXPECT_LT(gpu_test::RelErrPtr(q.data() + (size_t(i) * c.heads + h) * d, ref.data(), d), 8e-3);
+    }
+    const size_t idx = c.ring ? pos % c.capacity : pos;
+    for (int j = 0; j < c.kv_heads; ++j) {
+      const size_t at = ((size_t(slot[i]) * c.capacity + idx) * c.kv_heads + j) * d;
+      const auto rk = RefHead(row + (c.heads + j) * d, kn.data(), d, c.rope_pairs, c.theta, pos, true);
+      const int vsrc = c.k_eq_v ? c.heads + j : c.heads + c.kv_heads + j;
+      const auto rv = RefHead(row + vsrc * d, nullptr, d, 0, c.theta, pos, false);
+      EXPECT_LT(gpu_test::RelErrPtr(k.data() + at, rk.data(), d), 8e-3) << "token " << i << " kv " << j;
+      EXPECT_LT(gpu_test::RelErrPtr(v.data() + at, rv.data(), d), 8e-3) << "token " << i << " kv " << j;
+    }
+  }
+
+  // The same into an E4M3 cache (--kv-cache-dtype fp8): every written code
+  // within E4M3's rounding (half a unit: 2^-4 relative, 2^-10 absolute
+  // below the normal range) of the bf16 cache's value; q unchanged.
+  DeviceArray<uint8_t> dk8(cache_n), dv8(cache_n);
+  DeviceArray<__nv_bfloat16> dq8(size_t(t) * c.heads * d);
+  kernels::QkvRopeParams p8 = p;
+  p8.q_out = dq8.get();
+  p8.k_cache = dk8.get();
+  p8.v_cache = dv8.get();
+  p8.kv_fp8 = true;
+  ASSERT_EQ(kernels::LaunchQkvRope(p8, nullptr), "");
+  EXPECT_EQ(dq8.Download(), dq.Download());
+  const auto k8 = dk8.Download(), v8 = dv8.Download();
+  int checked = 0, bad = 0;
+  for (int i = 0; i < t; ++i) {
+    const size_t idx = c.ring ? c.positions[i] % c.capacity : c.positions[i];
+    for (int j = 0; j < c.kv_heads; ++j) {
+      const size_t at = ((size_t(slot[i]) * c.capacity + idx) * c.kv_heads + j) * d;
+      for (int e = 0; e < d; ++e) {
+        for (const auto& [code, want] : {std::pair{k8[at + e], k[at + e]}, std::pair{v8[at + e], v[at + e]}}) {
+          const float got = fp8_test::Decode(code);
+          ++checked;
+          if (std::fabs(got - want) <= 0.0625f * std::fabs(want) + 1.0f / 1024) continue;
+          if (bad++ == 0) {
+            ADD_FAILURE() << "token " << i << " kv " << j << " dim " << e << ": E4M3 " << got << " vs bf16 " << want;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "of " << checked << " K/V codes";
+}
+
+TEST(QkvRopeTest, SlidingD256RingWrap) {
+  GEMMA_REQUIRE_GPU();
+  // 31B sliding: ring of window 1024 + chunk 2048 - 1; positions across the wrap.
+  CheckQkvRope({32, 16, 256, 128, false, true, 3071, 1e4f, {0, 1, 1023, 1024, 3070, 3071, 3072, 9000}});
+}
+
+TEST(QkvRopeTest, GlobalD512PartialRopeKEqV) {
+  GEMMA_REQUIRE_GPU();
+  CheckQkvRope({32, 4, 512, 64, true, false, 8192, 1e6f, {0, 5, 777, 4095, 8191}});
+}
+
+TEST(QkvRopeTest, FixtureHeads) {
+  GEMMA_REQUIRE_GPU();
+  CheckQkvRope({4, 2, 32, 16, false, true, 31, 1e4f, {0, 15, 16, 30, 32, 97}});
+  CheckQkvRope({4, 1, 64, 8, true, false, 128, 1e6f, {3}});
+  CheckQkvRope({4, 1, 128, 16, true, false, 128, 1e6f, {0, 100, 127}});
+}
+
+TEST(QkvRopeTest, RejectsBadHeadDim) {
+  kernels::QkvRopeParams p;
+  EXPECT_NE(kernels::LaunchQkvRope(p, nullptr), "");
+}
+
+}  // namespace
+}  // namespace gemma
