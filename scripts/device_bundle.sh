@@ -4,8 +4,10 @@
 # Skipped: glibc, libstdc++/libgcc (newer there), the driver and the CUDA
 # toolkit libraries (present there). Usage:
 #   scripts/device_bundle.sh OUT_DIR BINARY...
-# Also copies scripts/gpu_run.sh. Keep OUT_DIR under 64 MiB and git-ignored
-# (.git/info/exclude lists /.device/).
+#   scripts/device_bundle.sh .device/bundle $(scripts/gpu.sh binaries SUBCOMMAND)
+# Also copies the runner (scripts/gpu.sh and scripts/gpu/), so a bundle runs
+# on its own too. Keep OUT_DIR under 64 MiB and git-ignored (.git/info/exclude
+# lists /.device/).
 set -euo pipefail
 out=${1:?usage: device_bundle.sh OUT_DIR BINARY...}
 shift
@@ -18,5 +20,7 @@ for bin in "$@"; do
     cp -fL "$path" "$out/lib/$name"
   done
 done
-cp -f "$(dirname "$0")/gpu_run.sh" "$out/"
+cp -f "$(dirname "$0")/gpu.sh" "$out/"
+mkdir -p "$out/gpu"
+cp -f "$(dirname "$0")"/gpu/*.sh "$out/gpu/"
 du -sh "$out"

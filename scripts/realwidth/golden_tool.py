@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Small helpers for scripts/gpu_realwidth.sh (standard library only).
+"""Small helpers for `scripts/gpu.sh realwidth` (scripts/gpu/realwidth.sh); standard library only.
 
   golden_tool.py count DIR                       -> number of prompts
   golden_tool.py ids DIR I [SEP]                 -> prompt I's ids joined by SEP (default ',')

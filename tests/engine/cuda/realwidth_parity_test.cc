@@ -1,7 +1,7 @@
 // The CUDA backend at the 31B's real width (hidden 5376, head_dim 256 / global
 // 512, 32 heads, 16 / 4 KV heads, k_eq_v, vocab 262,144, window 1024) against
 // transformers' fp32 reference, on a random checkpoint with fewer layers made
-// by scripts/realwidth/make_checkpoint.py (run by scripts/gpu_realwidth.sh on
+// by scripts/realwidth/make_checkpoint.py (run by `scripts/gpu.sh realwidth` on
 // the GPU machine). Skips unless GEMMA_REALWIDTH_DIR names that directory.
 //
 // Per prompt: prefill logits at the stored rows (golden.json prefill_rows),
@@ -215,7 +215,7 @@ class RealWidth : public ::testing::Test {
   void SetUp() override {
     GEMMA_REQUIRE_GPU();
     dir_ = Dir();
-    if (dir_.empty()) GTEST_SKIP() << "GEMMA_REALWIDTH_DIR unset (scripts/gpu_realwidth.sh sets it)";
+    if (dir_.empty()) GTEST_SKIP() << "GEMMA_REALWIDTH_DIR unset (scripts/gpu.sh realwidth sets it)";
     golden_ = Load(dir_);
     ASSERT_FALSE(golden_.empty()) << "no golden.json / golden.safetensors in " << dir_;
     for (const auto& g : golden_) max_context_ = std::max(max_context_, int(g.ids.size() + g.greedy.size()) + 16);
