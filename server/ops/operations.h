@@ -1,4 +1,4 @@
-// Everything issue 6 adds to a GemmaServer, behind one object so that the
+// The operations side of a GemmaServer, behind one object so that the
 // server touches it in three places: building the gRPC listener (TLS,
 // message size), creating the engine (step hook), and attaching the
 // service (the OpsEngine decorator, the token limits, the API keys).

@@ -1,4 +1,4 @@
-// The operations settings of gemma-serve (issue 6): metrics endpoint, auth,
+// The operations settings of gemma-serve: metrics endpoint, auth,
 // TLS, limits and log format. Filled from flags (ops_flags.h) or by tests.
 // The struct's defaults are "all off", so an in-process test server opens no
 // extra port; the command line's defaults (e.g. --metrics-port 9090) are set
