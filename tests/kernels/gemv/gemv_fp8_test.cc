@@ -1,4 +1,4 @@
-// FP8 weight path kernels (issue 8) vs CPU references: the per-row E4M3
+// FP8 weight path kernels vs CPU references: the per-row E4M3
 // quantizer (scales, round trip error), the fp8 GEMV at the 31B shapes and
 // odd ones (every tiling, E4M3 and bf16 (a16) activations, batch 1..8, bf16
 // and fp32+softcap output), and the

@@ -1,4 +1,4 @@
-// Producers that emit the fp8 input of the next linear themselves (issue 8):
+// Producers that emit the fp8 input of the next linear themselves:
 // the residual norm and the gelu gate with out_fp8. Their codes and scales
 // must be exactly what LaunchQuantizeRowsFp8 writes for their bf16 output
 // (checked against the host in gemv_fp8_test), and that bf16 output must not
