@@ -108,7 +108,8 @@ void GemmaService::RegisterUnary(int index, UnaryMethod<Request, Response> metho
 
 void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
                           const ops::RequestLimits& limits, const ops::ApiKeyChecker* auth,
-                          const ServingLimits& serving) {
+                          const ServingLimits& serving, const PreparePoolOptions& prepare) {
+  pool_ = std::make_unique<PreparePool>(prepare);
   engine_ = engine;
   ops_limits_ = limits;
   auth_ = auth;
@@ -147,17 +148,34 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
         "request_id is ", request->request_id().size(), " bytes; at most ", kMaxRequestIdBytes)));
   }
   std::string id = request->request_id().empty() ? NewRequestId() : request->request_id();
-  absl::StatusOr<GenerationRequest> built = PrepareGeneration(submit_path(), *request, id);
-  if (!built.ok()) return new FailedStream(id, ToGrpcStatus(built.status()));
-  return GenerateReactor::Start(engine_, &calls_, *std::move(built));
+  // Registered before it is queued: a drain waits for queued calls too.
+  if (absl::Status s = RegisterCall(submit_path(), id); !s.ok()) {
+    return new FailedStream(id, ToGrpcStatus(s));
+  }
+  return GenerateReactor::Start(submit_path(), request, std::move(id));
 }
 
 grpc::ServerUnaryReactor* GemmaService::Tokenize(grpc::CallbackServerContext* context,
                                                  const v1::TokenizeRequest* request,
                                                  v1::TokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status status = CheckServing(*context);
-  reactor->Finish(status.ok() ? DoTokenize(*request, response) : status);
+  if (grpc::Status status = CheckServing(*context); !status.ok()) {
+    reactor->Finish(status);
+    return reactor;
+  }
+  // Tokenizing a large text or chat takes seconds: on the pool, like
+  // Generate's. gRPC keeps request and response until the reactor finishes.
+  const size_t bytes = request->ByteSizeLong();
+  absl::Status queued = pool_->Post(bytes, [this, context, request, response, reactor](bool run) {
+    if (!run) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    } else if (context->IsCancelled()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    } else {
+      reactor->Finish(DoTokenize(*request, response));
+    }
+  });
+  if (!queued.ok()) reactor->Finish(ToGrpcStatus(queued));
   return reactor;
 }
 

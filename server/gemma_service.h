@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -25,6 +26,7 @@
 #include "server/active_calls.h"
 #include "server/ops/auth.h"
 #include "server/ops/limits.h"
+#include "server/prepare_pool.h"
 #include "server/request_builder.h"
 #include "server/submission.h"
 
@@ -40,17 +42,23 @@ class GemmaService final : public v1::Gemma::CallbackService {
   // `auth`: the API keys every call must carry (null: none), must outlive
   // every call. `serving`: the chat template and sampling defaults (its
   // max_context and vocab_size are taken from `info`); its template must
-  // outlive every call.
+  // outlive every call. `prepare`: the threads and queue that tokenize
+  // Generate and Tokenize requests (and the HTTP front's).
   void Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelInfo info,
               const ops::RequestLimits& limits = {}, const ops::ApiKeyChecker* auth = nullptr,
-              const ServingLimits& serving = {});
+              const ServingLimits& serving = {}, const PreparePoolOptions& prepare = {});
   // New calls answer UNAVAILABLE from now on.
   void StartDraining() { state_.store(State::kDraining, std::memory_order_release); }
   ActiveCalls& active_calls() { return calls_; }
+  // Ends the calls whose preparation still waits for a tokenizer thread
+  // (UNAVAILABLE / 503); for a drain whose grace period is over.
+  void CancelQueuedPreparations() { if (pool_ != nullptr) pool_->CancelQueued(); }
 
   // Shared with the HTTP front, so that both fronts take one path into the
   // engine and tokenize alike. REQUIRES: after Attach.
-  SubmitPath submit_path() { return {engine_, tokenizer_, &limits_, &ops_limits_, &calls_}; }
+  SubmitPath submit_path() {
+    return {engine_, tokenizer_, &limits_, &ops_limits_, &calls_, pool_.get()};
+  }
   const v1::ModelInfo& model_info() const { return info_; }
   grpc::Status DoTokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
   grpc::Status DoDetokenize(const v1::DetokenizeRequest& request,
@@ -98,6 +106,8 @@ class GemmaService final : public v1::Gemma::CallbackService {
   ActiveCalls calls_;
   const uint32_t id_prefix_;           // tells ids of different server runs apart
   std::atomic<uint64_t> next_id_{1};
+  // Last: its destructor finishes the tasks that use the members above.
+  std::unique_ptr<PreparePool> pool_;
 };
 
 }  // namespace gemma::server

@@ -15,35 +15,80 @@ struct GenerateReactor::Link {
   GenerateReactor* reactor = nullptr;
 };
 
-GenerateReactor::GenerateReactor(Engine* engine, ActiveCalls* calls, std::string request_id,
-                                 int prompt_tokens)
-    : engine_(engine),
-      calls_(calls),
+GenerateReactor::GenerateReactor(const SubmitPath& path, const v1::GenerateRequest* request,
+                                 std::string request_id)
+    : path_(path),
+      engine_(path.engine),
+      calls_(path.calls),
+      request_(request),
       request_id_(std::move(request_id)),
-      prompt_tokens_(prompt_tokens),
       started_at_(std::chrono::steady_clock::now()),
       link_(std::make_shared<Link>()) {
   link_->reactor = this;
 }
 
-GenerateReactor* GenerateReactor::Start(Engine* engine, ActiveCalls* calls,
-                                        GenerationRequest request) {
-  auto* reactor = new GenerateReactor(engine, calls, request.request_id,
-                                      static_cast<int>(request.prompt_ids.size()));
-  std::shared_ptr<Link> link = reactor->link_;
-  absl::Status submitted = engine->Submit(std::move(request), [link](GenerationEvent&& event) {
-    std::lock_guard<std::mutex> lock(link->mu);
-    if (link->reactor != nullptr) link->reactor->OnEvent(std::move(event));
-  });
-  if (!submitted.ok()) {
+GenerateReactor* GenerateReactor::Start(const SubmitPath& path,
+                                        const v1::GenerateRequest* request, std::string id) {
+  auto* reactor = new GenerateReactor(path, request, std::move(id));
+  absl::Status queued = path.pool->Post(PromptBytes(*request), [reactor](bool run) { reactor->Prepare(run); });
+  if (!queued.ok()) {
     {
       std::lock_guard<std::mutex> lock(reactor->mu_);
+      reactor->preparing_ = false;
       reactor->final_seen_ = true;
-      reactor->final_status_ = ToGrpcStatus(submitted);
+      reactor->final_status_ = ToGrpcStatus(queued);
     }
     reactor->Pump();
   }
   return reactor;
+}
+
+void GenerateReactor::Prepare(bool run) {
+  bool skip;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    skip = cancelled_;
+  }
+  absl::Status status;
+  if (!run) {
+    status = absl::UnavailableError("the server is shutting down");
+  } else if (!skip) {
+    status = BuildAndSubmit();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    preparing_ = false;
+    if (!status.ok()) {
+      final_seen_ = true;
+      final_status_ = ToGrpcStatus(status);
+    }
+  }
+  // A cancelled call finishes here (NextActionLocked waited for preparing_).
+  Pump();
+}
+
+absl::Status GenerateReactor::BuildAndSubmit() {
+  absl::StatusOr<GenerationRequest> built = PrepareGeneration(path_, *request_, request_id_);
+  if (!built.ok()) return built.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prompt_tokens_ = static_cast<int>(built->prompt_ids.size());
+    if (cancelled_) return absl::OkStatus();  // the client left while it was built
+  }
+  std::shared_ptr<Link> link = link_;
+  absl::Status submitted = engine_->Submit(*std::move(built), [link](GenerationEvent&& event) {
+    std::lock_guard<std::mutex> lock(link->mu);
+    if (link->reactor != nullptr) link->reactor->OnEvent(std::move(event));
+  });
+  if (!submitted.ok()) return submitted;
+  bool cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = cancelled_;
+  }
+  // OnCancel's engine cancel may have come before the submit.
+  if (cancelled) engine_->Cancel(request_id_);
+  return absl::OkStatus();
 }
 
 void GenerateReactor::OnEvent(GenerationEvent&& event) {
@@ -101,7 +146,8 @@ void GenerateReactor::OnDone() {
 }
 
 GenerateReactor::Action GenerateReactor::NextActionLocked() {
-  if (finish_called_ || writing_) return Action::kNone;
+  // Finishing would let gRPC delete `this` under the pool task.
+  if (finish_called_ || writing_ || preparing_) return Action::kNone;
   if (cancelled_) {
     finish_called_ = true;
     final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");

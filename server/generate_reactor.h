@@ -1,9 +1,14 @@
-// One Generate stream: submits the request to the engine and writes its
-// events to the client, one write in flight at a time. Events that arrive
+// One Generate stream: prepares the request on the PreparePool (tokenizing
+// off the gRPC threads), submits it to the engine and writes its events to
+// the client, one write in flight at a time. Events that arrive
 // while a write is in flight are merged into the next message, so a slow
 // reader costs one growing message, never a blocked engine thread.
 //
-// Lifetime: created by the service, deleted in OnDone. The engine's callback
+// Lifetime: created by the service, deleted in OnDone. gRPC calls OnDone only
+// after Finish, and the reactor never finishes while its preparation is
+// queued or running, so the pool task may use `this` (and the request, which
+// gRPC keeps until OnDone). A client that cancels while the task is queued
+// makes it return at once: nothing is built or submitted. The engine's callback
 // reaches the reactor through a shared Link that OnDone severs, so an event
 // arriving after the call ended is dropped instead of touching freed memory.
 //
@@ -22,14 +27,18 @@
 #include "engine/core/engine.h"
 #include "gemma/v1/gemma.pb.h"
 #include "server/active_calls.h"
+#include "server/submission.h"
 
 namespace gemma::server {
 
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  // Submits `request` (already validated and registered in `calls` under its
-  // id). A refused submit finishes the call with the mapped status.
-  static GenerateReactor* Start(Engine* engine, ActiveCalls* calls, GenerationRequest request);
+  // Queues the preparation of `request` (`id` already registered in
+  // path.calls), which then submits it. A full queue, a bad field or a
+  // refused submit finishes the call with the mapped status. `request` must
+  // stay valid until OnDone (gRPC's request message does).
+  static GenerateReactor* Start(const SubmitPath& path, const v1::GenerateRequest* request,
+                                std::string id);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -39,8 +48,14 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   struct Link;
   enum class Action { kNone, kWrite, kWriteAndFinish, kFinish };
 
-  GenerateReactor(Engine* engine, ActiveCalls* calls, std::string request_id, int prompt_tokens);
+  GenerateReactor(const SubmitPath& path, const v1::GenerateRequest* request,
+                  std::string request_id);
   ~GenerateReactor() override = default;
+
+  // PreparePool worker: builds and submits, unless the client left while the
+  // task was queued (or the pool cancelled it: `run` false).
+  void Prepare(bool run);
+  absl::Status BuildAndSubmit();
 
   void OnEvent(GenerationEvent&& event);  // engine thread
   // Decides the next gRPC operation under `mu_`, then starts it unlocked.
@@ -48,10 +63,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   Action NextActionLocked();
   void LogSummary() const;
 
+  const SubmitPath path_;
   Engine* const engine_;
   ActiveCalls* const calls_;
+  const v1::GenerateRequest* const request_;
   const std::string request_id_;
-  const int prompt_tokens_;
+  int prompt_tokens_ = 0;          // set once built
   const std::chrono::steady_clock::time_point started_at_;
   std::shared_ptr<Link> link_;
 
@@ -60,6 +77,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   bool has_pending_ = false;
   v1::GenerateResponse in_flight_; // owned by gRPC while writing_
   bool writing_ = false;
+  bool preparing_ = true;          // queued on, or running in, the pool
   bool final_seen_ = false;        // the engine sent its last event
   bool cancelled_ = false;         // the client cancelled or its deadline passed
   bool finish_called_ = false;

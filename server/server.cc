@@ -129,7 +129,7 @@ absl::Status GemmaServer::Load() {
   serving.chat_template = chat_template_.get();
   serving.sampling_defaults = SamplingDefaults();
   service_.Attach(ops_->WrapEngine(engine_.get()), tokenizer_.get(), DescribeModel(),
-                  ops_->limits(), &ops_->auth(), serving);
+                  ops_->limits(), &ops_->auth(), serving, options_.prepare);
   if (http_ != nullptr) http_->Attach(&service_);
   SetHealth(true);
   return absl::OkStatus();
@@ -216,6 +216,7 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
     spdlog::warn("draining: grace period over, cancelling {} stream(s)",
                  service_.active_calls().size());
   }
+  service_.CancelQueuedPreparations();
   // Cancels what is left (their streams end with FINISH_REASON_CANCELLED).
   if (engine_ != nullptr) engine_->Shutdown(std::chrono::milliseconds(0));
   service_.active_calls().WaitUntilEmpty(std::chrono::steady_clock::now() + kFinalFlush);

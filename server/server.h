@@ -43,6 +43,7 @@ struct ServerOptions {
   int http_port = -1;
   bool http_port_required = true;
   std::string served_model_name;      // empty: the model directory's name
+  PreparePoolOptions prepare;         // tokenizer threads and their queue (both fronts)
 };
 
 // The health service name of the API, besides "" (the whole server).
@@ -69,6 +70,8 @@ class GemmaServer {
   int metrics_port() const { return ops_ != nullptr ? ops_->metrics_port() : -1; }
   // The OpenAI-compatible API's port, -1 when off.
   int http_port() const { return http_ != nullptr ? http_->port() : -1; }
+  // Generate calls registered (queued for preparation, or in the engine).
+  int active_calls() { return service_.active_calls().size(); }
 
  private:
   explicit GemmaServer(const ServerOptions& options);

@@ -15,14 +15,6 @@ namespace {
 // multi-megabyte prompts would otherwise leave the process a GB larger.
 constexpr size_t kTrimAfterPromptBytes = size_t{1} << 20;
 
-size_t PromptBytes(const v1::GenerateRequest& request) {
-  switch (request.prompt_case()) {
-    case v1::GenerateRequest::kText: return request.text().size();
-    case v1::GenerateRequest::kChat: return request.chat().ByteSizeLong();
-    default: return 0;
-  }
-}
-
 // Refuses a text prompt that its length in bytes alone proves longer than a
 // prompt may be, before encoding it: no token stands for more than
 // max_bytes_per_token() bytes, so B bytes are at least ceil(B / that) tokens
@@ -55,15 +47,24 @@ absl::StatusOr<GenerationRequest> Build(const SubmitPath& path, const v1::Genera
 
 }  // namespace
 
+size_t PromptBytes(const v1::GenerateRequest& request) {
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText: return request.text().size();
+    case v1::GenerateRequest::kChat: return request.chat().ByteSizeLong();
+    default: return 0;
+  }
+}
+
+absl::Status RegisterCall(const SubmitPath& path, const std::string& id) {
+  if (path.calls->Add(id)) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat("request_id '", id, "' is already in flight"));
+}
+
 absl::StatusOr<GenerationRequest> PrepareGeneration(const SubmitPath& path,
                                                     const v1::GenerateRequest& request,
                                                     std::string id) {
-  absl::StatusOr<GenerationRequest> built = Build(path, request, id);
+  absl::StatusOr<GenerationRequest> built = Build(path, request, std::move(id));
   if (PromptBytes(request) >= kTrimAfterPromptBytes) malloc_trim(0);
-  if (!built.ok()) return built.status();
-  if (!path.calls->Add(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("request_id '", id, "' is already in flight"));
-  }
   return built;
 }
 

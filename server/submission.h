@@ -1,11 +1,13 @@
 // The one way from a gemma.v1.GenerateRequest into the engine, shared by the
-// gRPC front (GemmaService) and the OpenAI-compatible HTTP front: the request
-// is built (BuildGenerationRequest; the engine checks it at Submit, the
-// operator's token limits included), and its id is registered among the
-// calls in flight (so a drain waits for it and the engine's cancel-by-id
-// stays unambiguous).
+// gRPC front (GemmaService) and the OpenAI-compatible HTTP front: its id is
+// registered among the calls in flight as the call arrives (RegisterCall: a
+// drain waits for it from then on, queued or not, and the engine's
+// cancel-by-id stays unambiguous); then, on a PreparePool worker, the request
+// is built (PrepareGeneration: BuildGenerationRequest tokenizes, which takes
+// seconds for a multi-megabyte prompt; the engine checks its meaning at
+// Submit, the operator's token limits included).
 //
-// Thread-safety: PrepareGeneration is safe from any thread (ActiveCalls
+// Thread-safety: both functions are safe from any thread (ActiveCalls
 // locks); the pointed-to objects must outlive every call.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "gemma/v1/gemma.pb.h"
 #include "server/active_calls.h"
 #include "server/ops/limits.h"
+#include "server/prepare_pool.h"
 #include "server/request_builder.h"
 
 namespace gemma::server {
@@ -29,12 +32,21 @@ struct SubmitPath {
   const ServingLimits* limits = nullptr;
   const ops::RequestLimits* ops_limits = nullptr;
   ActiveCalls* calls = nullptr;
+  PreparePool* pool = nullptr;  // where PrepareGeneration runs
 };
 
-// The engine request for `request` under `id`, registered in `path.calls`.
-// INVALID_ARGUMENT naming the proto field, or ALREADY_EXISTS when `id` is in
-// flight; nothing is registered on error. The caller submits it and removes
-// the id once the request's last event arrived (or Submit refused it).
+// Registers `id` in `path.calls`; ALREADY_EXISTS when it is in flight. The
+// caller removes it once the request's last event arrived, or it was never
+// submitted.
+absl::Status RegisterCall(const SubmitPath& path, const std::string& id);
+
+// The size of `request`'s prompt in bytes (text, or the chat message), for
+// PreparePool::Post.
+size_t PromptBytes(const v1::GenerateRequest& request);
+
+// The engine request for `request` under `id` (registered by RegisterCall),
+// or INVALID_ARGUMENT naming the proto field. Tokenizes: call it on a
+// PreparePool worker, not on a thread that serves other calls.
 absl::StatusOr<GenerationRequest> PrepareGeneration(const SubmitPath& path,
                                                     const v1::GenerateRequest& request,
                                                     std::string id);

@@ -24,34 +24,89 @@ void GenerationCall::Start(const SubmitPath& path, ResponseHeader header, OpenAi
   std::shared_ptr<GenerationCall> call(
       new GenerationCall(path, std::move(header), std::move(request), std::move(exchange)));
   const OpenAiRequest& r = call->request_;
-  std::vector<GenerationRequest> built;
   for (size_t p = 0; p < r.prompts.size(); ++p) {
     for (int j = 0; j < r.n; ++j) {
       const int index = static_cast<int>(p) * r.n + j;
-      std::string id = absl::StrCat(call->header_.id, "-", index);
-      // n samples of one seeded request differ, but repeat run to run.
-      v1::GenerateRequest proto = r.prompts[p];
-      if (j > 0 && proto.sampling().has_seed()) {
-        proto.mutable_sampling()->set_seed(proto.sampling().seed() + static_cast<uint64_t>(j));
-      }
-      absl::StatusOr<GenerationRequest> one = PrepareGeneration(path, proto, id);
-      if (!one.ok()) {
-        for (const GenerationRequest& done : built) path.calls->Remove(done.request_id);
-        const ApiError error = FromStatus(one.status());
-        spdlog::info("request {} rejected: {}", call->header_.id, error.message);
-        call->exchange_->Respond(error.http_status, "application/json", error.Body());
-        return;
-      }
-      built.push_back(*std::move(one));
-      call->slots_.push_back(Slot{std::move(id), static_cast<int>(p)});
+      call->slots_.push_back(Slot{absl::StrCat(call->header_.id, "-", index), static_cast<int>(p)});
       call->choices_.emplace_back(&call->header_, index, r.echo ? r.prompt_texts[p] : "");
     }
+  }
+  // Registered before they are queued: a drain waits for queued calls too.
+  absl::Status status;
+  size_t registered = 0;
+  for (; registered < call->slots_.size() && status.ok(); ++registered) {
+    status = RegisterCall(path, call->slots_[registered].engine_id);
+  }
+  if (status.ok()) {
+    size_t bytes = 0;
+    for (const v1::GenerateRequest& prompt : r.prompts) bytes += PromptBytes(prompt);
+    status = path.pool->Post(bytes * r.n, [call](bool run) { call->Prepare(run); });
+  } else {
+    --registered;  // the one that failed
+  }
+  if (!status.ok()) {
+    for (size_t i = 0; i < registered; ++i) path.calls->Remove(call->slots_[i].engine_id);
+    const ApiError error = FromStatus(status);
+    spdlog::info("request {} rejected: {}", call->header_.id, error.message);
+    call->exchange_->Respond(error.http_status, "application/json", error.Body());
+    return;
   }
   std::weak_ptr<GenerationCall> weak = call;
   call->exchange_->OnClientGone([weak] {
     if (std::shared_ptr<GenerationCall> self = weak.lock()) self->OnClientGone();
   });
-  call->Submit(std::move(built));
+}
+
+void GenerationCall::Prepare(bool run) {
+  absl::StatusOr<std::vector<GenerationRequest>> result = std::vector<GenerationRequest>();
+  if (!run) result = absl::UnavailableError("the server is shutting down");
+  const OpenAiRequest& r = request_;
+  for (size_t i = 0; i < slots_.size() && result.ok(); ++i) {
+    // A client that left while this waited gets nothing built.
+    if (client_gone_.load(std::memory_order_acquire)) {
+      result = absl::CancelledError("the client went away");
+      break;
+    }
+    const int j = static_cast<int>(i) % r.n;
+    // n samples of one seeded request differ, but repeat run to run.
+    v1::GenerateRequest proto = r.prompts[slots_[i].prompt_index];
+    if (j > 0 && proto.sampling().has_seed()) {
+      proto.mutable_sampling()->set_seed(proto.sampling().seed() + static_cast<uint64_t>(j));
+    }
+    absl::StatusOr<GenerationRequest> one = PrepareGeneration(path_, proto, slots_[i].engine_id);
+    if (!one.ok()) {
+      result = one.status();
+      break;
+    }
+    result->push_back(*std::move(one));
+  }
+  boost::asio::post(exchange_->executor(),
+                    [self = shared_from_this(), result = std::move(result)]() mutable {
+                      self->OnPrepared(std::move(result));
+                    });
+}
+
+void GenerationCall::OnPrepared(absl::StatusOr<std::vector<GenerationRequest>> built) {
+  if (replied_) {  // the client went away
+    Unregister();
+    return;
+  }
+  if (!built.ok()) {
+    Unregister();
+    replied_ = true;
+    const ApiError error = FromStatus(built.status());
+    spdlog::info("request {} rejected: {}", header_.id, error.message);
+    exchange_->Respond(error.http_status, "application/json", error.Body());
+    return;
+  }
+  Submit(*std::move(built));
+}
+
+void GenerationCall::Unregister() {
+  for (Slot& slot : slots_) {
+    slot.done = true;
+    path_.calls->Remove(slot.engine_id);
+  }
 }
 
 void GenerationCall::Submit(std::vector<GenerationRequest> requests) {
@@ -104,6 +159,7 @@ void GenerationCall::OnEvent(int index, GenerationEvent event) {
 }
 
 void GenerationCall::OnClientGone() {
+  client_gone_.store(true, std::memory_order_release);
   if (replied_) return;
   replied_ = true;
   spdlog::info("request {} cancelled: the client went away", header_.id);

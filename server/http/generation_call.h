@@ -1,16 +1,20 @@
 // One /v1/chat/completions or /v1/completions request in flight: its n x
-// prompts engine requests (each prepared and submitted through the path the
-// gRPC front uses), their events gathered on the connection's strand into
-// one response or one SSE stream, and their cancellation when the client
-// goes away (the engine frees their KV blocks within a step).
+// prompts engine requests (each prepared through the path the gRPC front
+// uses, on the PreparePool so that tokenizing never blocks the connection's
+// strand, then submitted from the strand), their events gathered on the
+// strand into one response or one SSE stream, and their cancellation when
+// the client goes away (while queued: nothing is built or submitted; later:
+// the engine frees their KV blocks within a step).
 //
-// Lifetime: shared by the engine callbacks and the exchange's callbacks; it
-// ends after the last engine request's final event.
+// Lifetime: shared by the pool task, the engine callbacks and the exchange's
+// callbacks; it ends after the last engine request's final event.
 //
-// Thread-safety: engine events arrive on the engine thread and are posted to
-// the exchange's strand; all state is touched only there.
+// Thread-safety: the pool task reads only the immutable request and
+// `client_gone_`, and posts its result to the exchange's strand; engine
+// events are posted there too; all other state is touched only there.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,8 +28,9 @@ namespace gemma::server::http {
 
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  public:
-  // Prepares every engine request (a bad field answers 400 and submits
-  // nothing), then submits them. Call on the exchange's strand.
+  // Registers every engine request's id and queues their preparation (a full
+  // queue answers 429); once prepared, submits them (a bad field answers 400
+  // and submits nothing). Call on the exchange's strand.
   static void Start(const SubmitPath& path, ResponseHeader header, OpenAiRequest request,
                     std::shared_ptr<HttpExchange> exchange);
 
@@ -39,6 +44,11 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
 
   GenerationCall(const SubmitPath& path, ResponseHeader header, OpenAiRequest request,
                  std::shared_ptr<HttpExchange> exchange);
+  // PreparePool worker: builds every engine request, then posts the result
+  // to the strand (OnPrepared).
+  void Prepare(bool run);
+  void OnPrepared(absl::StatusOr<std::vector<GenerationRequest>> built);  // strand
+  void Unregister();  // strand; every id, for requests that never reached the engine
   void Submit(std::vector<GenerationRequest> requests);
   void OnEvent(int index, GenerationEvent event);  // strand
   void OnClientGone();
@@ -55,6 +65,7 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   std::vector<Choice> choices_;
   bool replied_ = false;       // the response (or its stream's end) is out
   bool stream_started_ = false;
+  std::atomic<bool> client_gone_{false};  // read by the pool task
 };
 
 }  // namespace gemma::server::http

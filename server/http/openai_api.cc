@@ -4,6 +4,8 @@
 #include <random>
 #include <utility>
 
+#include <boost/asio/post.hpp>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -108,7 +110,7 @@ void OpenAiApi::Route(const std::string& path, Request& request, HttpExchange& e
   if (std::optional<ApiError> error = CheckModel(body)) return Reply(exchange, *error);
   if (path == "/v1/chat/completions") return Generate(Endpoint::kChat, body, std::move(owner));
   if (path == "/v1/completions") return Generate(Endpoint::kCompletion, body, std::move(owner));
-  if (path == "/tokenize") return Tokenize(body, exchange);
+  if (path == "/tokenize") return Tokenize(body, std::move(owner));
   Detokenize(body, exchange);
 }
 
@@ -174,21 +176,40 @@ void OpenAiApi::Generate(Endpoint endpoint, const Json& body, std::shared_ptr<Ht
                         std::move(exchange));
 }
 
-void OpenAiApi::Tokenize(const Json& body, HttpExchange& exchange) const {
+void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchange) const {
   absl::StatusOr<v1::TokenizeRequest> request = ParseTokenizeRequest(body);
-  if (!request.ok()) return Reply(exchange, FromStatus(request.status()));
-  v1::TokenizeResponse response;
-  if (grpc::Status s = service_->DoTokenize(*request, &response); !s.ok()) {
-    return Reply(exchange, FromStatus(ToAbsl(s)));
+  if (!request.ok()) return Reply(*exchange, FromStatus(request.status()));
+  // A large text or chat takes seconds to tokenize: never on the strand.
+  const size_t request_bytes = request->ByteSizeLong();
+  auto reply = [exchange](int status, std::string out) {
+    boost::asio::post(exchange->executor(), [exchange, status, out = std::move(out)]() mutable {
+      exchange->Respond(status, kJson, std::move(out));
+    });
+  };
+  auto task = [this, request = *std::move(request), strs = body.value("return_token_strs", false),
+               reply](bool run) {
+    if (!run) {
+      const ApiError error = FromStatus(absl::UnavailableError("the server is shutting down"));
+      return reply(error.http_status, error.Body());
+    }
+    v1::TokenizeResponse response;
+    if (grpc::Status s = service_->DoTokenize(request, &response); !s.ok()) {
+      const ApiError error = FromStatus(ToAbsl(s));
+      return reply(error.http_status, error.Body());
+    }
+    Json out = {{"count", response.ids_size()},
+                {"max_model_len", service_->model_info().context_length()},
+                {"tokens", Json(std::vector<int32_t>(response.ids().begin(), response.ids().end()))},
+                {"token_strs", nullptr}};
+    if (strs) {
+      out["token_strs"] =
+          Json(std::vector<std::string>(response.pieces().begin(), response.pieces().end()));
+    }
+    reply(200, DumpJson(out));
+  };
+  if (absl::Status s = service_->submit_path().pool->Post(request_bytes, std::move(task)); !s.ok()) {
+    Reply(*exchange, FromStatus(s));
   }
-  Json out = {{"count", response.ids_size()},
-              {"max_model_len", service_->model_info().context_length()},
-              {"tokens", Json(std::vector<int32_t>(response.ids().begin(), response.ids().end()))},
-              {"token_strs", nullptr}};
-  if (body.value("return_token_strs", false)) {
-    out["token_strs"] = Json(std::vector<std::string>(response.pieces().begin(), response.pieces().end()));
-  }
-  exchange.Respond(200, kJson, DumpJson(out));
 }
 
 void OpenAiApi::Detokenize(const Json& body, HttpExchange& exchange) const {

@@ -49,7 +49,8 @@ class OpenAiApi {
              std::shared_ptr<HttpExchange> owner);
   void Models(const std::string& path, HttpExchange& exchange) const;
   void Generate(Endpoint endpoint, const nlohmann::json& body, std::shared_ptr<HttpExchange> exchange);
-  void Tokenize(const nlohmann::json& body, HttpExchange& exchange) const;
+  // Tokenizes on the service's PreparePool and answers on the strand.
+  void Tokenize(const nlohmann::json& body, std::shared_ptr<HttpExchange> exchange) const;
   void Detokenize(const nlohmann::json& body, HttpExchange& exchange) const;
   std::optional<ApiError> CheckModel(const nlohmann::json& body) const;
   // Fills prompt_texts of token prompts for echo.

@@ -1,0 +1,180 @@
+// Prompts are tokenized on the PreparePool, off the gRPC threads: huge
+// prompts being prepared leave short calls served at once, a call cancelled
+// while queued is never built or submitted, and a full queue answers
+// RESOURCE_EXHAUSTED naming it. Real gRPC over loopback, fortunes model.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "server/prepare_pool.h"
+#include "tests/server/server_test_util.h"
+
+namespace gemma::server::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A text just under the byte bound (so it is encoded, not refused by its
+// size) and under gRPC's 4 MiB message limit: seconds of encoding, then
+// INVALID_ARGUMENT by its token count.
+std::string HugeText(const GemmaServer& server, int max_context) {
+  const size_t bound = static_cast<size_t>(max_context - 2) * server.tokenizer()->max_bytes_per_token();
+  std::string text;
+  const size_t size = std::min<size_t>(bound, (4 << 20) - 4096);
+  while (text.size() < size) text += "fortune cookie ";
+  text.resize(size);
+  return text;
+}
+
+TEST(PreparePoolUnitTest, RunsSmallInputsInlineAndBoundsTheQueue) {
+  PreparePool pool({.num_threads = 1, .max_queued = 1, .inline_below_bytes = 100});
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  ASSERT_TRUE(pool.Post(10, [&](bool run) { ran_on = run ? std::this_thread::get_id() : ran_on; }).ok());
+  EXPECT_EQ(ran_on, caller);
+  std::atomic<bool> release{false};
+  std::atomic<int> started{0};
+  ASSERT_TRUE(pool.Post(1000, [&](bool) { ++started; while (!release) std::this_thread::yield(); }).ok());
+  while (started == 0) std::this_thread::yield();
+  std::atomic<int> cancelled{0};
+  ASSERT_TRUE(pool.Post(1000, [&](bool run) { cancelled += run ? 0 : 1; }).ok());
+  absl::Status full = pool.Post(1000, [](bool) { ADD_FAILURE() << "a refused task ran"; });
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("queue is full"), std::string::npos) << full;
+  pool.CancelQueued();
+  EXPECT_EQ(cancelled, 1);
+  release = true;
+}
+
+TEST(PreparePoolServerTest, HugePromptsLeaveShortCallsServed) {
+  ServerOptions options = TestServerOptions();
+  std::unique_ptr<GemmaServer> server = StartTestServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string text = HugeText(*server, options.max_context);
+  ASSERT_GT(text.size(), size_t{1} << 20) << "the fixture's byte bound should allow megabytes";
+  constexpr int kBig = 6;
+  std::atomic<int> big_done{0};
+  std::vector<double> big_s(kBig);
+  std::vector<std::thread> big;
+  const auto start = Clock::now();
+  for (int i = 0; i < kBig; ++i) {
+    big.emplace_back([&, i] {
+      StreamResult result = RunStream(*NewStub(server->address()), GreedyText(text, 1));
+      EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << result.status.error_message();
+      big_s[i] = SecondsSince(start);
+      ++big_done;
+    });
+  }
+  // Sending 4 MB takes a moment: wait until the server is encoding.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto stub = NewStub(server->address());
+  auto info_start = Clock::now();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  const double info_s = SecondsSince(info_start);
+  const auto small_start = Clock::now();
+  StreamResult small = RunStream(*stub, GreedyText("Hello", 4));
+  const double small_s = SecondsSince(small_start);
+  const int done_by_then = big_done.load();
+  EXPECT_TRUE(small.status.ok()) << small.status.error_message();
+  EXPECT_EQ(small.ids.size(), 4u);
+  for (std::thread& t : big) t.join();
+  const double slowest = *std::max_element(big_s.begin(), big_s.end());
+  std::printf("beside %d huge prompts (%.1f MB, all done after %.2f s): GetModelInfo %.3f s, "
+              "4-token Generate %.3f s\n", kBig, text.size() / 1e6, slowest, info_s, small_s);
+  // The huge prompts took seconds; the short calls waited for none of them.
+  ASSERT_GT(slowest, 1.5) << "the huge prompts were too quick for this test to tell";
+  EXPECT_LT(done_by_then, kBig);
+  EXPECT_LT(info_s, 0.5);
+  EXPECT_LT(small_s, std::max(1.0, slowest / 3));
+  EXPECT_TRUE(Eventually([&] { return server->active_calls() == 0; }, std::chrono::seconds(5)));
+}
+
+TEST(PreparePoolServerTest, CancelledWhileQueuedIsNeverSubmitted) {
+  ServerOptions options = TestServerOptions();
+  options.prepare = {.num_threads = 1, .max_queued = 8, .inline_below_bytes = 0};
+  std::unique_ptr<GemmaServer> server = StartTestServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string text = HugeText(*server, options.max_context);
+  // One huge prompt holds the only worker.
+  std::thread big([&] { RunStream(*NewStub(server->address()), GreedyText(text, 1)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const EngineStats before = server->engine()->Stats();
+  // Queued behind it, then cancelled.
+  auto stub = NewStub(server->address());
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  for (int i = 0; i < 3; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(stub->Generate(contexts.back().get(),
+                                     GreedyText("Queued and cancelled " + std::to_string(i), 500)));
+  }
+  EXPECT_TRUE(Eventually([&] { return server->active_calls() >= 4; }, std::chrono::seconds(5)));
+  for (auto& context : contexts) context->TryCancel();
+  for (auto& reader : readers) {
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {}
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  big.join();
+  // No id left, no KV held, and no prompt token of the cancelled calls computed.
+  EXPECT_TRUE(Eventually([&] { return server->active_calls() == 0; }, std::chrono::seconds(5)));
+  const EngineStats after = server->engine()->Stats();
+  EXPECT_EQ(after.kv_free_blocks, after.kv_total_blocks);
+  EXPECT_EQ(after.free_slots, after.total_slots);
+  EXPECT_EQ(after.prompt_tokens, before.prompt_tokens);
+  // The server goes on serving.
+  EXPECT_TRUE(RunStream(*stub, GreedyText("Hello", 2)).status.ok());
+}
+
+TEST(PreparePoolServerTest, FullQueueIsResourceExhausted) {
+  ServerOptions options = TestServerOptions();
+  options.prepare = {.num_threads = 1, .max_queued = 1};
+  std::unique_ptr<GemmaServer> server = StartTestServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string text = HugeText(*server, options.max_context);
+  constexpr int kCalls = 5;
+  std::vector<grpc::Status> statuses(kCalls);
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.emplace_back([&, i] {
+      statuses[i] = RunStream(*NewStub(server->address()), GreedyText(text, 1)).status;
+    });
+  }
+  for (std::thread& t : calls) t.join();
+  int exhausted = 0;
+  for (const grpc::Status& status : statuses) {
+    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+      continue;
+    }
+    ++exhausted;
+    EXPECT_NE(status.error_message().find("preparation queue is full (1 requests"),
+              std::string::npos) << status.error_message();
+  }
+  // One encodes, one waits: of five sent within milliseconds, some are refused.
+  EXPECT_GE(exhausted, 1);
+  EXPECT_LE(exhausted, kCalls - 2);
+  // Tokenize shares the queue and its bound; small inputs still go through.
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text("hello");
+  grpc::ClientContext context;
+  v1::TokenizeResponse tokens;
+  EXPECT_TRUE(NewStub(server->address())->Tokenize(&context, tokenize, &tokens).ok());
+  EXPECT_GT(tokens.ids_size(), 0);
+  EXPECT_TRUE(Eventually([&] { return server->active_calls() == 0; }, std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace gemma::server::testing
