@@ -170,4 +170,25 @@ absl::StatusOr<ChatInput> ConvertChat(const v1::Chat& chat, absl::string_view fi
   return out;
 }
 
+absl::StatusOr<std::string> ForcedToolCallOpening(const v1::Chat& chat, absl::string_view field) {
+  if (!chat.has_forced_tool_call()) return std::string();
+  const std::string at = absl::StrCat(field, ".forced_tool_call");
+  if (chat.has_add_generation_prompt() && !chat.add_generation_prompt()) {
+    return Invalid(at, "needs add_generation_prompt (the call opens the model's turn)");
+  }
+  if (chat.tools().empty()) return Invalid(at, "needs tools");
+  absl::StatusOr<Json> tools = ParseJsonField(chat.tools(), absl::StrCat(field, ".tools"));
+  if (!tools.ok()) return tools.status();
+  if (!tools->is_array() || tools->empty()) return Invalid(at, "needs tools");
+  const std::string& name = chat.forced_tool_call();
+  if (name.empty()) return std::string("<|tool_call>call:");
+  for (const Json& tool : *tools) {
+    if (tool.is_object() && tool.contains("function") && tool["function"].is_object() &&
+        tool["function"].value("name", "") == name) {
+      return absl::StrCat("<|tool_call>call:", name, "{");
+    }
+  }
+  return Invalid(at, absl::StrCat("= \"", name, "\" is not the name of a function in tools"));
+}
+
 }  // namespace gemma::server

@@ -6,6 +6,8 @@
 // Thread-safety: free functions; safe from any thread.
 #pragma once
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/chat/chat_prompt.h"
@@ -15,5 +17,13 @@ namespace gemma::server {
 
 // `field` prefixes error messages ("chat").
 absl::StatusOr<ChatInput> ConvertChat(const v1::Chat& chat, absl::string_view field);
+
+// The opening of the tool call `chat.forced_tool_call` forces, as raw text
+// with special tokens spelled out: "<|tool_call>call:" for any function,
+// "<|tool_call>call:NAME{" for one; "" when unset. The prompt ends with it
+// and the output parser reads it as the output's start (see gemma.proto).
+// INVALID_ARGUMENT when tools are missing, the name is not among them, or
+// add_generation_prompt is false.
+absl::StatusOr<std::string> ForcedToolCallOpening(const v1::Chat& chat, absl::string_view field);
 
 }  // namespace gemma::server

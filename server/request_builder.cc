@@ -113,8 +113,15 @@ absl::StatusOr<std::vector<int32_t>> RenderChatMessages(const v1::Chat& chat,
                                                         absl::string_view field) {
   absl::StatusOr<ChatInput> input = ConvertChat(chat, field);
   if (!input.ok()) return input.status();
-  return RenderChatIds(chat_template != nullptr ? *chat_template : DefaultGemma4ChatTemplate(),
-                       tokenizer, *input);
+  absl::StatusOr<std::string> opening = ForcedToolCallOpening(chat, field);
+  if (!opening.ok()) return opening.status();
+  absl::StatusOr<std::vector<int32_t>> ids = RenderChatIds(
+      chat_template != nullptr ? *chat_template : DefaultGemma4ChatTemplate(), tokenizer, *input);
+  if (!ids.ok() || opening->empty()) return ids;
+  absl::StatusOr<std::vector<int32_t>> forced = tokenizer.Encode(*opening);
+  if (!forced.ok()) return forced.status();
+  ids->insert(ids->end(), forced->begin(), forced->end());
+  return ids;
 }
 
 absl::StatusOr<PromptTokens> BuildPrompt(const v1::GenerateRequest& request,
@@ -173,6 +180,10 @@ absl::StatusOr<GenerationRequest> BuildGenerationRequest(const v1::GenerateReque
     // Gemma 4's template never opens the thought channel in the prompt (with
     // enable_thinking the model opens it), so parsing starts in content.
     out.output_parsing = OutputParserOptions{};
+    if (prompt->is_chat) {
+      // Validated while rendering: the forced call's opening is output.
+      out.output_parsing->output_prefix = *ForcedToolCallOpening(request.chat(), "chat");
+    }
   }
   out.prompt_ids = std::move(prompt->ids);
   return out;

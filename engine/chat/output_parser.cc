@@ -299,18 +299,22 @@ OutputParser::OutputParser(OutputParserOptions options) : options_(std::move(opt
   if (!options_.make_tool_call_id) {
     rng_state_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   }
+  if (!options_.output_prefix.empty()) {
+    buffer_ = options_.output_prefix;
+    Process(/*final=*/false, primed_);
+  }
 }
 
 ParsedDelta OutputParser::Push(std::string_view raw_text_delta) {
-  ParsedDelta out;
+  ParsedDelta out = std::exchange(primed_, {});
   buffer_.append(raw_text_delta);
   Process(/*final=*/false, out);
   return out;
 }
 
 ParsedDelta OutputParser::Finish() {
-  ParsedDelta out;
-  if (finished_) return out;
+  if (finished_) return {};
+  ParsedDelta out = std::exchange(primed_, {});
   finished_ = true;
   Process(/*final=*/true, out);
   FlushThoughtHeader(out);

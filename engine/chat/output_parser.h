@@ -61,6 +61,11 @@ struct OutputParserOptions {
   // open the channel itself. Output that never closes the channel is then all
   // reasoning. Ignored without parse_reasoning.
   bool thinking_expected = false;
+  // Raw text that the prompt ended with but that belongs to the answer (a
+  // forced tool call's opening, `<|tool_call>call:NAME{`): parsed as the
+  // beginning of the output, as if it had been generated. Whatever it yields
+  // at once comes with the first Push() or Finish().
+  std::string output_prefix;
   // Returns a fresh tool-call id. Empty: "call_" + 24 random alphanumerics
   // (vLLM uses "chatcmpl-tool-" + a random hex uuid).
   std::function<std::string()> make_tool_call_id;
@@ -123,6 +128,7 @@ class OutputParser {
   int num_tool_calls_ = 0;
   uint64_t rng_state_ = 0;      // default tool-call ids
   bool finished_ = false;
+  ParsedDelta primed_;          // what output_prefix yielded, not yet returned
 };
 
 // Parses a whole output at once; same result as Push(raw_text) + Finish().

@@ -251,6 +251,7 @@ absl::Status ReadTools(Fields& f, v1::Chat* chat) {
   if (!tools->is_array()) return absl::InvalidArgumentError("tools must be a list");
   if (named.empty()) {
     chat->set_tools(Dump(*tools));
+    if (choice != nullptr && *choice == "required") chat->set_forced_tool_call("");
     return absl::OkStatus();
   }
   Json kept = Json::array();
@@ -265,6 +266,7 @@ absl::Status ReadTools(Fields& f, v1::Chat* chat) {
                                                    "\", which is not among tools"));
   }
   chat->set_tools(Dump(kept));
+  chat->set_forced_tool_call(named);
   return absl::OkStatus();
 }
 

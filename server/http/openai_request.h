@@ -4,10 +4,13 @@
 // meaning are checked once, by BuildGenerationRequest and the engine, whose
 // errors api_error.h translates back to these field names.
 //
-// tool_choice: "none" leaves the tools out of the prompt; "auto" and
-// "required" pass them all; a named function passes only that one. The
-// output is not constrained: "required" / named calls are asked for by the
-// template's tool declarations, not enforced.
+// tool_choice: "none" leaves the tools out of the prompt; "auto" passes them
+// all; "required" passes them all and forces the answer to open with a tool
+// call; a named function passes only that one and forces the answer to open
+// with a call of it (chat.forced_tool_call: the prompt ends with
+// `<|tool_call>call:` or `<|tool_call>call:NAME{`, parsed as the output's
+// start). What the model generates after that opening is not constrained: a
+// call it does not close comes back as content (see gemma.proto).
 //
 // Thread-safety: free functions.
 #pragma once

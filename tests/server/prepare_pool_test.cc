@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "server/prepare_pool.h"
+#include "tests/server/http/http_test_client.h"
 #include "tests/server/server_test_util.h"
 
 namespace gemma::server::testing {
@@ -23,16 +24,27 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A text just under the byte bound (so it is encoded, not refused by its
-// size) and under gRPC's 4 MiB message limit: seconds of encoding, then
-// INVALID_ARGUMENT by its token count.
-std::string HugeText(const GemmaServer& server, int max_context) {
-  const size_t bound = static_cast<size_t>(max_context - 2) * server.tokenizer()->max_bytes_per_token();
+// A chat of `bytes` of text. Chat prompts have no byte bound (a template may
+// rewrite its input), so it is rendered and encoded, then refused by its
+// token count (INVALID_ARGUMENT). The default takes a few seconds to encode
+// here (4 MB: about 18 s on a loaded 2-core machine); a text prompt this size
+// would be refused by its length in bytes before encoding.
+constexpr size_t kHugeBytes = 768 << 10;
+
+std::string HugeText(size_t bytes = kHugeBytes) {
   std::string text;
-  const size_t size = std::min<size_t>(bound, (4 << 20) - 4096);
-  while (text.size() < size) text += "fortune cookie ";
-  text.resize(size);
+  while (text.size() < bytes) text += "fortune cookie ";
   return text;
+}
+
+v1::GenerateRequest HugeChat(int max_tokens = 1) {
+  std::string text = HugeText();
+  v1::GenerateRequest request;
+  v1::ChatMessage* message = request.mutable_chat()->add_messages();
+  message->set_role("user");
+  message->set_content(std::move(text));
+  request.mutable_stopping()->set_max_tokens(max_tokens);
+  return request;
 }
 
 TEST(PreparePoolUnitTest, RunsSmallInputsInlineAndBoundsTheQueue) {
@@ -59,29 +71,32 @@ TEST(PreparePoolServerTest, HugePromptsLeaveShortCallsServed) {
   ServerOptions options = TestServerOptions();
   std::unique_ptr<GemmaServer> server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
-  const std::string text = HugeText(*server, options.max_context);
-  ASSERT_GT(text.size(), size_t{1} << 20) << "the fixture's byte bound should allow megabytes";
-  constexpr int kBig = 6;
+  const v1::GenerateRequest huge = HugeChat();
+  constexpr int kBig = 4;
   std::atomic<int> big_done{0};
   std::vector<double> big_s(kBig);
   std::vector<std::thread> big;
   const auto start = Clock::now();
   for (int i = 0; i < kBig; ++i) {
     big.emplace_back([&, i] {
-      StreamResult result = RunStream(*NewStub(server->address()), GreedyText(text, 1));
+      StreamResult result = RunStream(*NewStub(server->address()), huge);
       EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
           << result.status.error_message();
       big_s[i] = SecondsSince(start);
       ++big_done;
     });
   }
-  // Sending 4 MB takes a moment: wait until the server is encoding.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto stub = NewStub(server->address());
+  auto model_info = [&] {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    EXPECT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  };
+  model_info();  // the channel is connected before the clock starts
+  // Until the server is encoding.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto info_start = Clock::now();
-  grpc::ClientContext context;
-  v1::ModelInfo info;
-  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  model_info();
   const double info_s = SecondsSince(info_start);
   const auto small_start = Clock::now();
   StreamResult small = RunStream(*stub, GreedyText("Hello", 4));
@@ -92,7 +107,7 @@ TEST(PreparePoolServerTest, HugePromptsLeaveShortCallsServed) {
   for (std::thread& t : big) t.join();
   const double slowest = *std::max_element(big_s.begin(), big_s.end());
   std::printf("beside %d huge prompts (%.1f MB, all done after %.2f s): GetModelInfo %.3f s, "
-              "4-token Generate %.3f s\n", kBig, text.size() / 1e6, slowest, info_s, small_s);
+              "4-token Generate %.3f s\n", kBig, huge.ByteSizeLong() / 1e6, slowest, info_s, small_s);
   // The huge prompts took seconds; the short calls waited for none of them.
   ASSERT_GT(slowest, 1.5) << "the huge prompts were too quick for this test to tell";
   EXPECT_LT(done_by_then, kBig);
@@ -106,9 +121,8 @@ TEST(PreparePoolServerTest, CancelledWhileQueuedIsNeverSubmitted) {
   options.prepare = {.num_threads = 1, .max_queued = 8, .inline_below_bytes = 0};
   std::unique_ptr<GemmaServer> server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
-  const std::string text = HugeText(*server, options.max_context);
   // One huge prompt holds the only worker.
-  std::thread big([&] { RunStream(*NewStub(server->address()), GreedyText(text, 1)); });
+  std::thread big([&] { RunStream(*NewStub(server->address()), HugeChat()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const EngineStats before = server->engine()->Stats();
   // Queued behind it, then cancelled.
@@ -143,13 +157,13 @@ TEST(PreparePoolServerTest, FullQueueIsResourceExhausted) {
   options.prepare = {.num_threads = 1, .max_queued = 1};
   std::unique_ptr<GemmaServer> server = StartTestServer(options);
   ASSERT_NE(server, nullptr);
-  const std::string text = HugeText(*server, options.max_context);
+  const v1::GenerateRequest huge = HugeChat();
   constexpr int kCalls = 5;
   std::vector<grpc::Status> statuses(kCalls);
   std::vector<std::thread> calls;
   for (int i = 0; i < kCalls; ++i) {
     calls.emplace_back([&, i] {
-      statuses[i] = RunStream(*NewStub(server->address()), GreedyText(text, 1)).status;
+      statuses[i] = RunStream(*NewStub(server->address()), huge).status;
     });
   }
   for (std::thread& t : calls) t.join();
@@ -173,6 +187,53 @@ TEST(PreparePoolServerTest, FullQueueIsResourceExhausted) {
   v1::TokenizeResponse tokens;
   EXPECT_TRUE(NewStub(server->address())->Tokenize(&context, tokenize, &tokens).ok());
   EXPECT_GT(tokens.ids_size(), 0);
+  EXPECT_TRUE(Eventually([&] { return server->active_calls() == 0; }, std::chrono::seconds(5)));
+}
+
+// The HTTP front prepares on the same pool: huge chats being encoded leave
+// other connections answered, and a full queue is 429 naming it.
+TEST(PreparePoolServerTest, HttpHugeChatsLeaveOtherRequestsServed) {
+  ServerOptions options = TestServerOptions();
+  options.http_port = 0;
+  options.prepare = {.num_threads = 1, .max_queued = 1};
+  std::unique_ptr<GemmaServer> server = StartTestServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const nlohmann::json huge = {{"messages", {{{"role", "user"}, {"content", HugeText()}}}},
+                               {"max_tokens", 1}};
+  constexpr int kCalls = 4;
+  std::vector<HttpReply> replies(kCalls);
+  std::vector<std::thread> calls;
+  const auto start = Clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    calls.emplace_back([&, i] { replies[i] = Post(port, "/v1/chat/completions", huge); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto models_start = Clock::now();
+  EXPECT_EQ(HttpCall(port, "GET", "/v1/models").status, 200);
+  const double models_s = SecondsSince(models_start);
+  const auto small_start = Clock::now();
+  HttpReply small = Post(port, "/v1/completions",
+                         {{"prompt", "Hello"}, {"max_tokens", 4}, {"temperature", 0}});
+  const double small_s = SecondsSince(small_start);
+  for (std::thread& t : calls) t.join();
+  const double all_s = SecondsSince(start);
+  std::printf("HTTP beside %d huge chats (done after %.2f s): /v1/models %.3f s, 4-token "
+              "completion %.3f s\n", kCalls, all_s, models_s, small_s);
+  EXPECT_EQ(small.status, 200) << small.body;
+  ASSERT_GT(all_s, 1.5) << "the huge chats were too quick for this test to tell";
+  EXPECT_LT(models_s, 0.5);
+  EXPECT_LT(small_s, std::max(1.0, all_s / 3));
+  int exhausted = 0;
+  for (const HttpReply& reply : replies) {
+    if (reply.status == 429) {
+      ++exhausted;
+      EXPECT_NE(reply.body.find("preparation queue is full"), std::string::npos) << reply.body;
+    } else {
+      EXPECT_EQ(reply.status, 400) << reply.body.substr(0, 300);  // too many tokens
+    }
+  }
+  EXPECT_GE(exhausted, 1);
   EXPECT_TRUE(Eventually([&] { return server->active_calls() == 0; }, std::chrono::seconds(5)));
 }
 

@@ -391,3 +391,42 @@ TEST(OutputParserChunkingTest, SamplesParseAsExpected) {
 
 }  // namespace
 }  // namespace gemma
+
+namespace gemma {
+namespace {
+
+// A forced tool call's opening ends the prompt; the parser reads it as the
+// output's beginning, so the generated rest completes a named call.
+TEST(OutputParserTest, OutputPrefixStartsAForcedCall) {
+  // Fresh options each time: their tool-call ids count per copy set.
+  auto options_with = [](std::string prefix) {
+    OutputParserOptions options = Options();
+    options.output_prefix = std::move(prefix);
+    return options;
+  };
+  const std::string named = "<|tool_call>call:get_weather{";
+  const std::string generated = "city:" + Q("Paris") + "}<tool_call|>";
+  const ParsedDelta whole = ParseChunks({generated}, options_with(named));
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(whole.tool_calls[0].arguments, Args("{city:" + Q("Paris") + "}"));
+  EXPECT_EQ(whole.content, "");
+  // Any chunking, the prefix alone included, gives the same.
+  ExpectSame(ParseChunks({"ci", "ty:<|\"|>Pa", "ris<|\"|>", "}<tool_", "call|>"}, options_with(named)), whole,
+             "chunked");
+  // With any function ("required") the name is generated too.
+  ExpectSame(ParseChunks({"get_weather{", "city:" + Q("Paris") + "}<tool_call|>"},
+                         options_with("<|tool_call>call:")),
+             whole,
+             "name generated");
+  // A call never closed comes back as content that begins with the opening.
+  const ParsedDelta open = ParseChunks({"city:", "Par"}, options_with(named));
+  EXPECT_TRUE(open.tool_calls.empty());
+  EXPECT_EQ(open.content, "<|tool_call>call:get_weather{city:Par");
+  // Plain text as a prefix is content, returned with the first Push.
+  OutputParser parser(options_with("Sure: "));
+  EXPECT_EQ(parser.Push("yes").content, "Sure: yes");
+}
+
+}  // namespace
+}  // namespace gemma
