@@ -30,7 +30,8 @@ GenerateReactor::GenerateReactor(const SubmitPath& path, const v1::GenerateReque
 GenerateReactor* GenerateReactor::Start(const SubmitPath& path,
                                         const v1::GenerateRequest* request, std::string id) {
   auto* reactor = new GenerateReactor(path, request, std::move(id));
-  absl::Status queued = path.pool->Post(PromptBytes(*request), [reactor](bool run) { reactor->Prepare(run); });
+  absl::Status queued =
+      path.pool->Post(PromptBytes(*request), [reactor](bool run) { reactor->Prepare(run); });
   if (!queued.ok()) {
     {
       std::lock_guard<std::mutex> lock(reactor->mu_);

@@ -186,20 +186,22 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
       exchange->Respond(status, kJson, std::move(out));
     });
   };
-  auto task = [this, request = *std::move(request), strs = body.value("return_token_strs", false),
-               reply](bool run) {
+  // The service (which owns the pool) outlives the task; this API may not.
+  auto task = [service = service_, request = *std::move(request),
+               strs = body.value("return_token_strs", false), reply](bool run) {
     if (!run) {
       const ApiError error = FromStatus(absl::UnavailableError("the server is shutting down"));
       return reply(error.http_status, error.Body());
     }
     v1::TokenizeResponse response;
-    if (grpc::Status s = service_->DoTokenize(request, &response); !s.ok()) {
+    if (grpc::Status s = service->DoTokenize(request, &response); !s.ok()) {
       const ApiError error = FromStatus(ToAbsl(s));
       return reply(error.http_status, error.Body());
     }
     Json out = {{"count", response.ids_size()},
-                {"max_model_len", service_->model_info().context_length()},
-                {"tokens", Json(std::vector<int32_t>(response.ids().begin(), response.ids().end()))},
+                {"max_model_len", service->model_info().context_length()},
+                {"tokens",
+                 Json(std::vector<int32_t>(response.ids().begin(), response.ids().end()))},
                 {"token_strs", nullptr}};
     if (strs) {
       out["token_strs"] =
@@ -207,9 +209,8 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
     }
     reply(200, DumpJson(out));
   };
-  if (absl::Status s = service_->submit_path().pool->Post(request_bytes, std::move(task)); !s.ok()) {
-    Reply(*exchange, FromStatus(s));
-  }
+  absl::Status queued = service_->submit_path().pool->Post(request_bytes, std::move(task));
+  if (!queued.ok()) Reply(*exchange, FromStatus(queued));
 }
 
 void OpenAiApi::Detokenize(const Json& body, HttpExchange& exchange) const {

@@ -51,11 +51,15 @@ TEST(PreparePoolUnitTest, RunsSmallInputsInlineAndBoundsTheQueue) {
   PreparePool pool({.num_threads = 1, .max_queued = 1, .inline_below_bytes = 100});
   const std::thread::id caller = std::this_thread::get_id();
   std::thread::id ran_on;
-  ASSERT_TRUE(pool.Post(10, [&](bool run) { ran_on = run ? std::this_thread::get_id() : ran_on; }).ok());
+  ASSERT_TRUE(pool.Post(10, [&](bool run) { if (run) ran_on = std::this_thread::get_id(); }).ok());
   EXPECT_EQ(ran_on, caller);
   std::atomic<bool> release{false};
   std::atomic<int> started{0};
-  ASSERT_TRUE(pool.Post(1000, [&](bool) { ++started; while (!release) std::this_thread::yield(); }).ok());
+  auto hold = [&](bool) {
+    ++started;
+    while (!release) std::this_thread::yield();
+  };
+  ASSERT_TRUE(pool.Post(1000, hold).ok());
   while (started == 0) std::this_thread::yield();
   std::atomic<int> cancelled{0};
   ASSERT_TRUE(pool.Post(1000, [&](bool run) { cancelled += run ? 0 : 1; }).ok());
@@ -107,7 +111,8 @@ TEST(PreparePoolServerTest, HugePromptsLeaveShortCallsServed) {
   for (std::thread& t : big) t.join();
   const double slowest = *std::max_element(big_s.begin(), big_s.end());
   std::printf("beside %d huge prompts (%.1f MB, all done after %.2f s): GetModelInfo %.3f s, "
-              "4-token Generate %.3f s\n", kBig, huge.ByteSizeLong() / 1e6, slowest, info_s, small_s);
+              "4-token Generate %.3f s\n",
+              kBig, huge.ByteSizeLong() / 1e6, slowest, info_s, small_s);
   // The huge prompts took seconds; the short calls waited for none of them.
   ASSERT_GT(slowest, 1.5) << "the huge prompts were too quick for this test to tell";
   EXPECT_LT(done_by_then, kBig);

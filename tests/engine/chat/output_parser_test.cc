@@ -412,8 +412,9 @@ TEST(OutputParserTest, OutputPrefixStartsAForcedCall) {
   EXPECT_EQ(whole.tool_calls[0].arguments, Args("{city:" + Q("Paris") + "}"));
   EXPECT_EQ(whole.content, "");
   // Any chunking, the prefix alone included, gives the same.
-  ExpectSame(ParseChunks({"ci", "ty:<|\"|>Pa", "ris<|\"|>", "}<tool_", "call|>"}, options_with(named)), whole,
-             "chunked");
+  ExpectSame(ParseChunks({"ci", "ty:<|\"|>Pa", "ris<|\"|>", "}<tool_", "call|>"},
+                         options_with(named)),
+             whole, "chunked");
   // With any function ("required") the name is generated too.
   ExpectSame(ParseChunks({"get_weather{", "city:" + Q("Paris") + "}<tool_call|>"},
                          options_with("<|tool_call>call:")),

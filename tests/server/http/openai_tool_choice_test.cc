@@ -132,7 +132,9 @@ TEST_F(ToolChoiceTest, NamedFunctionStreams) {
     if (delta.contains("content") && delta["content"].is_string()) content += delta["content"];
     if (delta.contains("tool_calls")) {
       for (const Json& call : delta["tool_calls"]) {
-        if (call.contains("function") && call["function"].contains("name")) tool_calls.push_back(call);
+        if (call.contains("function") && call["function"].contains("name")) {
+          tool_calls.push_back(call);
+        }
       }
     }
     if (choice["finish_reason"].is_string()) finish_reason = choice["finish_reason"];
