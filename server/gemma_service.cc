@@ -223,6 +223,7 @@ grpc::Status GemmaService::DoTokenize(const v1::TokenizeRequest& request,
     default:
       return InvalidArgument("input must be set: one of text or chat");
   }
+  TrimAfterLargePrompt(request.ByteSizeLong());
   if (!ids.ok()) return ToGrpcStatus(ids.status());
   for (int32_t id : *ids) {
     response->add_ids(id);

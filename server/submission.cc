@@ -13,7 +13,7 @@ namespace {
 // Prompts at least this large give their transient memory back to the system
 // once built: glibc keeps freed heap in its per-thread arenas, so a few
 // multi-megabyte prompts would otherwise leave the process a GB larger.
-constexpr size_t kTrimAfterPromptBytes = size_t{1} << 20;
+constexpr size_t kTrimAfterPromptBytes = size_t{256} << 10;
 
 // Refuses a text prompt that its length in bytes alone proves longer than a
 // prompt may be, before encoding it: no token stands for more than
@@ -55,6 +55,10 @@ size_t PromptBytes(const v1::GenerateRequest& request) {
   }
 }
 
+void TrimAfterLargePrompt(size_t bytes) {
+  if (bytes >= kTrimAfterPromptBytes) malloc_trim(0);
+}
+
 absl::Status RegisterCall(const SubmitPath& path, const std::string& id) {
   if (path.calls->Add(id)) return absl::OkStatus();
   return absl::AlreadyExistsError(absl::StrCat("request_id '", id, "' is already in flight"));
@@ -64,7 +68,7 @@ absl::StatusOr<GenerationRequest> PrepareGeneration(const SubmitPath& path,
                                                     const v1::GenerateRequest& request,
                                                     std::string id) {
   absl::StatusOr<GenerationRequest> built = Build(path, request, std::move(id));
-  if (PromptBytes(request) >= kTrimAfterPromptBytes) malloc_trim(0);
+  TrimAfterLargePrompt(PromptBytes(request));
   return built;
 }
 

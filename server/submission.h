@@ -44,6 +44,10 @@ absl::Status RegisterCall(const SubmitPath& path, const std::string& id);
 // PreparePool::Post.
 size_t PromptBytes(const v1::GenerateRequest& request);
 
+// Gives the transient memory of encoding a prompt of `bytes` back to the
+// system when it was large (glibc keeps freed heap in per-thread arenas).
+void TrimAfterLargePrompt(size_t bytes);
+
 // The engine request for `request` under `id` (registered by RegisterCall),
 // or INVALID_ARGUMENT naming the proto field. Tokenizes: call it on a
 // PreparePool worker, not on a thread that serves other calls.
