@@ -50,9 +50,11 @@ class GemmaService final : public v1::Gemma::CallbackService {
   // New calls answer UNAVAILABLE from now on.
   void StartDraining() { state_.store(State::kDraining, std::memory_order_release); }
   ActiveCalls& active_calls() { return calls_; }
-  // Ends the calls whose preparation still waits for a tokenizer thread
-  // (UNAVAILABLE / 503); for a drain whose grace period is over.
-  void CancelQueuedPreparations() { if (pool_ != nullptr) pool_->CancelQueued(); }
+  // Lets the preparations on tokenizer threads finish and ends the calls
+  // whose preparation still waits for one (UNAVAILABLE / 503); later ones
+  // are refused. For a drain whose grace period is over: afterwards no pool
+  // task posts to a connection or touches a call.
+  void StopPreparing() { if (pool_ != nullptr) pool_->Shutdown(); }
 
   // Shared with the HTTP front, so that both fronts take one path into the
   // engine and tokenize alike. REQUIRES: after Attach.

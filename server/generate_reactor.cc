@@ -56,6 +56,8 @@ void GenerateReactor::Prepare(bool run) {
   } else if (!skip) {
     status = BuildAndSubmit();
   }
+  Action action;
+  grpc::Status final_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     preparing_ = false;
@@ -63,9 +65,14 @@ void GenerateReactor::Prepare(bool run) {
       final_seen_ = true;
       final_status_ = ToGrpcStatus(status);
     }
+    // Decided under the same lock that clears preparing_: once it is
+    // released, an engine event or a write completion may finish the call
+    // and OnDone delete `this`, so this thread may only act on what it took.
+    // A cancelled call finishes here (NextActionLocked waited for preparing_).
+    action = NextActionLocked();
+    final_status = final_status_;
   }
-  // A cancelled call finishes here (NextActionLocked waited for preparing_).
-  Pump();
+  Act(action, final_status);
 }
 
 absl::Status GenerateReactor::BuildAndSubmit() {
@@ -181,6 +188,10 @@ void GenerateReactor::Pump() {
     action = NextActionLocked();
     status = final_status_;
   }
+  Act(action, status);
+}
+
+void GenerateReactor::Act(Action action, const grpc::Status& status) {
   // After a finishing operation starts, OnDone may delete `this` at any time
   // (once no reaction is running): nothing may touch members afterwards.
   switch (action) {

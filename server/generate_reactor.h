@@ -60,6 +60,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   void OnEvent(GenerationEvent&& event);  // engine thread
   // Decides the next gRPC operation under `mu_`, then starts it unlocked.
   void Pump();
+  // Starts what NextActionLocked decided (unlocked).
+  void Act(Action action, const grpc::Status& status);
   Action NextActionLocked();
   void LogSummary() const;
 

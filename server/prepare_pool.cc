@@ -16,23 +16,32 @@ PreparePool::PreparePool(const PreparePoolOptions& options)
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Work(); });
 }
 
-PreparePool::~PreparePool() {
+PreparePool::~PreparePool() { Shutdown(); }
+
+void PreparePool::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   ready_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable() && worker.get_id() != std::this_thread::get_id()) worker.join();
+  }
   CancelQueued();
 }
 
 absl::Status PreparePool::Post(size_t input_bytes, Task task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+  }
   if (input_bytes < inline_below_bytes_) {
     task(true);
     return absl::OkStatus();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
     if (static_cast<int>(queue_.size()) >= max_queued_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the prompt preparation queue is full (", max_queued_, " requests wait for one of ",

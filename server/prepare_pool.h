@@ -45,17 +45,22 @@ class PreparePool {
   using Task = std::function<void(bool run)>;
 
   explicit PreparePool(const PreparePoolOptions& options = {});
-  // Calls every queued task with run = false, then joins the workers.
+  // Shutdown().
   ~PreparePool();
   PreparePool(const PreparePool&) = delete;
   PreparePool& operator=(const PreparePool&) = delete;
 
   // Runs `task` now on this thread when `input_bytes` (the prompt's size) is
   // below inline_below_bytes; else queues it. RESOURCE_EXHAUSTED (and `task`
-  // is not called) when max_queued tasks already wait.
+  // is not called) when max_queued tasks already wait, UNAVAILABLE after
+  // Shutdown.
   absl::Status Post(size_t input_bytes, Task task);
   // Calls every task queued now with run = false (on the calling thread).
   void CancelQueued();
+  // Lets the running tasks finish, joins the workers, then cancels what is
+  // queued (CancelQueued). Post refuses work from now on (UNAVAILABLE): with
+  // no worker left, a queued task would never be called. Idempotent.
+  void Shutdown();
   int num_threads() const { return static_cast<int>(workers_.size()); }
   // Tasks waiting plus tasks running.
   int pending() const;

@@ -216,7 +216,7 @@ void GemmaServer::Drain(std::chrono::milliseconds grace) {
     spdlog::warn("draining: grace period over, cancelling {} stream(s)",
                  service_.active_calls().size());
   }
-  service_.CancelQueuedPreparations();
+  service_.StopPreparing();
   // Cancels what is left (their streams end with FINISH_REASON_CANCELLED).
   if (engine_ != nullptr) engine_->Shutdown(std::chrono::milliseconds(0));
   service_.active_calls().WaitUntilEmpty(std::chrono::steady_clock::now() + kFinalFlush);
