@@ -1,0 +1,189 @@
+#include "engine/model/quantization_int4.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/weights.h"
+
+namespace gemma::quant {
+
+double Int4Matrix::Value(int64_t r, int64_t c) const {
+  const int code = codes[static_cast<size_t>(r * cols + c)];
+  const uint16_t s = scales[static_cast<size_t>(r * groups_per_row() + c / group)];
+  return static_cast<double>(code - 8) * static_cast<double>(HalfToFloat(s));
+}
+
+uint16_t FloatToHalf(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t abs = bits & 0x7FFFFFFF;
+  if (abs >= 0x7F800000) return sign | 0x7C00 | (abs > 0x7F800000 ? 0x200 : 0);  // inf / NaN
+  const int exponent = static_cast<int>(abs >> 23) - 127;
+  if (exponent > 15) return sign | 0x7C00;
+  uint32_t mantissa = (abs & 0x7FFFFF) | 0x800000;  // 24 bits with the implicit one
+  int shift;                                         // bits dropped from the 24-bit mantissa
+  uint32_t base;                                     // exponent field of the result
+  if (exponent >= -14) {
+    shift = 13;
+    base = static_cast<uint32_t>(exponent + 15) << 10;
+    mantissa &= 0x7FFFFF;  // normal: the implicit one is carried by the exponent field
+  } else {
+    if (exponent < -25) return sign;  // below half the smallest subnormal
+    shift = -exponent - 1;            // subnormal: value = m * 2^-24
+    base = 0;
+  }
+  uint32_t result = mantissa >> shift;
+  const uint32_t rest = mantissa & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (result & 1))) ++result;  // ties to even; a carry bumps the exponent
+  return static_cast<uint16_t>(sign | (base + result));
+}
+
+void QuantizeQ4_0Block(const float* x, uint8_t* codes, uint16_t* scale) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQ4BlockSize; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  *scale = FloatToHalf(d);
+  for (int j = 0; j < kQ4BlockSize; ++j) {
+    const float scaled = x[j] * id;
+    const float shifted = scaled + 8.5f;
+    const int q = static_cast<int>(shifted);  // truncation; shifted >= 0.5
+    codes[j] = static_cast<uint8_t>(q < 15 ? q : 15);
+  }
+}
+
+absl::StatusOr<Int4Matrix> QuantizeQ4_0(std::span<const float> w, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0 || cols % kQ4BlockSize != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Q4_0: need rows >= 1 and cols a positive multiple of 32, got [", rows, ", ", cols, "]"));
+  }
+  if (static_cast<int64_t>(w.size()) != rows * cols) {
+    return absl::InvalidArgumentError(absl::StrCat("Q4_0: ", w.size(), " values for a [", rows, ", ", cols, "] matrix"));
+  }
+  Int4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = kQ4BlockSize;
+  m.codes.resize(w.size());
+  m.scales.resize(static_cast<size_t>(rows * (cols / kQ4BlockSize)));
+  for (size_t b = 0; b < m.scales.size(); ++b) {
+    const float* x = w.data() + b * kQ4BlockSize;
+    for (int j = 0; j < kQ4BlockSize; ++j) {
+      if (!std::isfinite(x[j])) {
+        return absl::InvalidArgumentError(absl::StrCat("Q4_0: non-finite weight ", x[j], " at row ",
+                                                       b / (cols / kQ4BlockSize), ", column ",
+                                                       (b % (cols / kQ4BlockSize)) * kQ4BlockSize + j));
+      }
+    }
+    QuantizeQ4_0Block(x, m.codes.data() + b * kQ4BlockSize, &m.scales[b]);
+  }
+  return m;
+}
+
+std::vector<float> SnapToQ4_0Grid(std::span<const float> w, int64_t rows, int64_t cols) {
+  auto m = QuantizeQ4_0(w, rows, cols);
+  if (!m.ok()) return {};
+  std::vector<float> out(w.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = static_cast<float>(m->Value(r, c));
+  }
+  return out;
+}
+
+absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, std::span<const float> scales,
+                                               int64_t rows, int64_t cols, int group, int64_t* inexact_scales) {
+  if (group != 32 && group != 128) {
+    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: group_size ", group, " (supported: 32, 128)"));
+  }
+  if (rows <= 0 || cols <= 0 || cols % 32 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack-quantized: weight_shape [", rows, ", ", cols, "] needs columns a multiple of 32"));
+  }
+  const int64_t words = (cols + 7) / 8;
+  const int64_t groups = (cols + group - 1) / group;
+  if (static_cast<int64_t>(packed.size()) != rows * words) {
+    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_packed has ", packed.size(),
+                                                   " words, expected [", rows, ", ", words, "]"));
+  }
+  if (static_cast<int64_t>(scales.size()) != rows * groups) {
+    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_scale has ", scales.size(),
+                                                   " values, expected [", rows, ", ", groups, "]"));
+  }
+  Int4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  m.codes.resize(static_cast<size_t>(rows * cols));
+  m.scales.resize(scales.size());
+  int64_t inexact = 0;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    if (!std::isfinite(scales[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_scale[", i / groups, ", ", i % groups,
+                                                     "] is ", scales[i]));
+    }
+    m.scales[i] = FloatToHalf(scales[i]);
+    if (HalfToFloat(m.scales[i]) != scales[i]) ++inexact;
+  }
+  if (inexact_scales) *inexact_scales = inexact;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t word = static_cast<uint32_t>(packed[static_cast<size_t>(r * words + c / 8)]);
+      m.codes[static_cast<size_t>(r * cols + c)] = static_cast<uint8_t>((word >> (4 * (c % 8))) & 0xF);
+    }
+  }
+  return m;
+}
+
+std::vector<int32_t> PackQuantizedWords(const Int4Matrix& m) {
+  const int64_t words = (m.cols + 7) / 8;
+  std::vector<int32_t> out(static_cast<size_t>(m.rows * words), 0);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const uint32_t u = m.codes[static_cast<size_t>(r * m.cols + c)];
+      uint32_t& word = reinterpret_cast<uint32_t&>(out[static_cast<size_t>(r * words + c / 8)]);
+      word |= u << (4 * (c % 8));
+    }
+  }
+  return out;
+}
+
+W4DeviceMatrix PackForDevice(const Int4Matrix& m) {
+  W4DeviceMatrix d;
+  d.rows = m.rows;
+  d.cols = m.cols;
+  d.kpad = (m.cols + kW4SuperK - 1) / kW4SuperK * kW4SuperK;
+  d.group = m.group;
+  const int64_t row_bytes = d.kpad / 2;
+  const int64_t dev_groups = d.kpad / m.group;
+  d.packed.assign(static_cast<size_t>(m.rows * row_bytes), 0);
+  d.scales.assign(static_cast<size_t>(m.rows * dev_groups), 0);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    uint8_t* row = d.packed.data() + r * row_bytes;
+    for (int64_t g = 0; g < d.kpad / 32; ++g) {
+      for (int t = 0; t < 4; ++t) {
+        uint32_t word = 0;
+        for (int e = 0; e < 8; ++e) {
+          const int64_t c = 32 * g + 8 * t + e;
+          const uint32_t u = c < m.cols ? m.codes[static_cast<size_t>(r * m.cols + c)] : 8;
+          word |= u << (4 * W4NibbleOf(e));
+        }
+        std::memcpy(row + W4WordOffset(g, t), &word, 4);  // little-endian, as the device reads it
+      }
+    }
+    for (int64_t g = 0; g < dev_groups; ++g) {
+      if (g < m.groups_per_row()) d.scales[static_cast<size_t>(r * dev_groups + g)] = m.scales[static_cast<size_t>(r * m.groups_per_row() + g)];
+    }
+  }
+  return d;
+}
+
+}  // namespace gemma::quant
