@@ -1,0 +1,194 @@
+// gemv-w4a16-bench: the W4A16 linear on the Gemma 4 31B shapes (Q4_0, group
+// 32, random weights quantized on the device):
+//   1. decode GEMV, batch 1, 2, 4, 8: every tiling timed while rotating
+//      through enough weight copies to keep them out of L2; the fastest is
+//      reported as packed-weight + scale bytes / time, against the read
+//      ceiling (4.35 TB/s, read-bw-bench); then the batch-1 sum of one token
+//      (50 sliding + 10 global layers, the LM head in int4 and apart) and its
+//      read floor;
+//   2. the large-batch path, m = 64..2048 rows: dequantize to bf16 + cuBLAS
+//      bf16 GEMM, TFLOP/s of the GEMM alone and of both (GEMMA_BENCH_NO_GEMM=1
+//      leaves it out).
+//   gemv-w4a16-bench [n k]...
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/kernels/mean_launch_ms.h"
+#include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/init/random_init.h"
+#include "kernels/quant/w4_quant.h"
+
+namespace {
+
+namespace k = gemma::kernels;
+constexpr double kCeilingTBs = 4.35;
+
+struct Shape {
+  const char* name;
+  int n, k;
+};
+const Shape kShapes[] = {{"qkv-sliding", 16384, 5376}, {"qkv-global", 18432, 5376}, {"o-sliding", 5376, 8192},
+                         {"o-global", 5376, 16384},    {"gate-up", 43008, 5376},    {"down", 5376, 21504},
+                         {"lm-head", 262144, 5376}};
+
+#define CHECK_CUDA(x)                                                              \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+struct Weights {
+  int n = 0, kk = 0, copies = 0;
+  size_t packed_bytes = 0, scale_bytes = 0;
+  std::vector<uint8_t*> w;
+  std::vector<__half*> sc;
+  double bytes() const { return double(packed_bytes + scale_bytes); }
+};
+
+Weights MakeWeights(int n, int kk) {
+  Weights wt;
+  wt.n = n;
+  wt.kk = kk;
+  wt.packed_bytes = size_t(n) * k::W4PaddedK(kk) / 2;
+  wt.scale_bytes = size_t(n) * k::W4PaddedK(kk) / 32 * 2;
+  wt.copies = int(std::max<double>(1, 400e6 / wt.bytes() + 1));
+  __nv_bfloat16* tmp = nullptr;
+  CHECK_CUDA(cudaMalloc(&tmp, size_t(n) * kk * 2));
+  k::RandomFillParams rp;
+  rp.out_bf16 = tmp;
+  rp.count = int64_t(n) * kk;
+  rp.seed = 1234;
+  if (auto e = k::LaunchRandomFill(rp, nullptr); !e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+  for (int c = 0; c < wt.copies; ++c) {
+    uint8_t* w = nullptr;
+    __half* s = nullptr;
+    CHECK_CUDA(cudaMalloc(&w, wt.packed_bytes));
+    CHECK_CUDA(cudaMalloc(&s, wt.scale_bytes));
+    if (c == 0) {
+      if (auto e = k::LaunchQuantizeQ4_0({tmp, nullptr, w, s, n, kk}, nullptr); !e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+    } else {
+      CHECK_CUDA(cudaMemcpy(w, wt.w[0], wt.packed_bytes, cudaMemcpyDeviceToDevice));
+      CHECK_CUDA(cudaMemcpy(s, wt.sc[0], wt.scale_bytes, cudaMemcpyDeviceToDevice));
+    }
+    wt.w.push_back(w);
+    wt.sc.push_back(s);
+  }
+  CHECK_CUDA(cudaFree(tmp));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return wt;
+}
+
+void FreeWeights(Weights& wt) {
+  for (auto* p : wt.w) cudaFree(p);
+  for (auto* p : wt.sc) cudaFree(p);
+}
+
+// Best microseconds over the tilings at `batch`; `best` gets the tiling's name.
+double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best) {
+  double best_us = 1e30;
+  for (int v = 0; v < k::NumGemvW4Variants(); ++v) {
+    int i = 0;
+    bool ok = true;
+    const double us = 1e3 * k::bench::MeanLaunchMs(
+                                [&] {
+                                  k::GemvW4Params p;
+                                  p.w = wt.w[i % wt.copies];
+                                  p.scales = wt.sc[i % wt.copies];
+                                  ++i;
+                                  p.x = x;
+                                  p.out_bf16 = out;
+                                  p.n = wt.n;
+                                  p.k = wt.kk;
+                                  p.batch = batch;
+                                  p.variant = v;
+                                  if (!k::LaunchGemvW4(p, nullptr).empty()) ok = false;
+                                },
+                                5, 40);
+    if (ok && us < best_us) {
+      best_us = us;
+      *best = k::GemvW4VariantName(v);
+    }
+  }
+  return best_us;
+}
+
+void BenchGemm(cublasHandle_t h, const Weights& wt, __nv_bfloat16* x, __nv_bfloat16* wbf, __nv_bfloat16* out) {
+  for (int m : {64, 128, 256, 512, 1024, 2048}) {
+    const float alpha = 1.0f, beta = 0.0f;
+    auto gemm = [&] {
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, wt.n, m, wt.kk, &alpha, wbf, CUDA_R_16BF, wt.kk, x, CUDA_R_16BF, wt.kk,
+                   &beta, out, CUDA_R_16BF, wt.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    };
+    auto dequant = [&] { k::LaunchDequantizeW4({wt.w[0], wt.sc[0], wbf, wt.n, wt.kk, 32}, nullptr); };
+    const double g_ms = k::bench::MeanLaunchMs(gemm, 3, 20);
+    const double d_ms = k::bench::MeanLaunchMs(dequant, 3, 20);
+    const double flop = 2.0 * m * double(wt.n) * wt.kk;
+    std::printf("w4-gemm n=%d k=%d m=%-5d dequant %7.1f us  bf16 gemm %8.1f us %6.0f TFLOP/s  both %6.0f TFLOP/s\n",
+                wt.n, wt.kk, m, 1e3 * d_ms, 1e3 * g_ms, flop / g_ms / 1e9, flop / (g_ms + d_ms) / 1e9);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Shape> shapes;
+  for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({"custom", std::atoi(argv[i]), std::atoi(argv[i + 1])});
+  const bool defaults = shapes.empty();
+  if (defaults) shapes.assign(std::begin(kShapes), std::end(kShapes));
+  const bool gemm = std::getenv("GEMMA_BENCH_NO_GEMM") == nullptr;
+  __nv_bfloat16 *x = nullptr, *out = nullptr, *wbf = nullptr;
+  const size_t max_k = 21504, max_n = 262144;
+  CHECK_CUDA(cudaMalloc(&x, 2048 * max_k * 2));
+  CHECK_CUDA(cudaMalloc(&out, 2048 * max_n * 2));
+  k::RandomFillParams rp;
+  rp.out_bf16 = x;
+  rp.count = int64_t(2048) * max_k;
+  rp.seed = 7;
+  rp.stddev = 1.0f;
+  k::LaunchRandomFill(rp, nullptr);
+  cublasHandle_t handle = nullptr;
+  if (gemm) cublasCreate(&handle);
+  double b1_us[7] = {};
+  double b1_bytes[7] = {};
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const Shape& s = shapes[si];
+    Weights wt = MakeWeights(s.n, s.k);
+    for (int batch : {1, 2, 4, 8}) {
+      std::string best;
+      const double us = BenchGemv(wt, batch, x, out, &best);
+      const double tbs = wt.bytes() / us / 1e6;
+      std::printf("w4-gemv %-12s %6dx%-6d b%d  %8.1f us  %5.2f TB/s  %3.0f%% of ceiling  floor %7.1f us  %s\n", s.name,
+                  s.n, s.k, batch, us, tbs, 100 * tbs / kCeilingTBs, wt.bytes() / kCeilingTBs / 1e6, best.c_str());
+      if (batch == 1 && defaults) {
+        b1_us[si] = us;
+        b1_bytes[si] = wt.bytes();
+      }
+    }
+    if (gemm && s.n <= 43008) {
+      if (!wbf) CHECK_CUDA(cudaMalloc(&wbf, size_t(43008) * max_k * 2));
+      BenchGemm(handle, wt, x, wbf, out);
+    }
+    FreeWeights(wt);
+  }
+  if (defaults) {
+    // qkv-s, qkv-g, o-s, o-g, gate-up, down, lm-head
+    const double layers_us = 50 * (b1_us[0] + b1_us[2] + b1_us[4] + b1_us[5]) + 10 * (b1_us[1] + b1_us[3] + b1_us[4] + b1_us[5]);
+    const double layers_bytes =
+        50 * (b1_bytes[0] + b1_bytes[2] + b1_bytes[4] + b1_bytes[5]) + 10 * (b1_bytes[1] + b1_bytes[3] + b1_bytes[4] + b1_bytes[5]);
+    std::printf("decode token, batch 1: 60 layers' int4 linears %.2f ms (%.2f GB, floor %.2f ms); + int4 LM head %.2f ms "
+                "(floor %.2f ms) = %.2f ms -> %.0f tok/s linears only\n",
+                layers_us / 1e3, layers_bytes / 1e9, layers_bytes / kCeilingTBs / 1e9, b1_us[6] / 1e3,
+                b1_bytes[6] / kCeilingTBs / 1e9, (layers_us + b1_us[6]) / 1e3, 1e6 / (layers_us + b1_us[6]));
+  }
+  CHECK_CUDA(cudaGetLastError());
+  return 0;
+}

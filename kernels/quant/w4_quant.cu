@@ -1,0 +1,113 @@
+#include "kernels/quant/w4_quant.h"
+
+#include "kernels/common/launch.h"
+#include "kernels/gemv/gemv_w4a16.h"
+
+namespace gemma::kernels {
+namespace {
+
+// Nibble of element e (0..7) inside its layout word, and a group's word offset.
+__device__ __forceinline__ int NibbleOf(int e) { return (e % 2 == 0) ? e / 2 : 4 + e / 2; }
+__device__ __forceinline__ int64_t WordOffset(int64_t g, int t) { return (g / 4) * 64 + t * 16 + (g % 4) * 4; }
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v);
+template <>
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+
+// One thread per (row, 32-block); padding blocks (k <= column < kpad) get
+// code 8 and scale 0.
+template <typename T>
+__global__ void QuantizeQ4_0Kernel(const T* __restrict__ in, uint8_t* __restrict__ w, __half* __restrict__ scales,
+                                   int64_t n, int k) {
+  const int kpad = W4PaddedK(k);
+  const int blocks_per_row = kpad / 32;
+  const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= n * blocks_per_row) return;
+  const int64_t row = id / blocks_per_row;
+  const int g = static_cast<int>(id % blocks_per_row);
+  uint8_t* out = w + row * (kpad / 2);
+  if (32 * g >= k) {
+    for (int t = 0; t < 4; ++t) *reinterpret_cast<uint32_t*>(out + WordOffset(g, t)) = 0x88888888u;
+    scales[row * blocks_per_row + g] = __float2half_rn(0.0f);
+    return;
+  }
+  const T* x = in + row * k + 32 * g;
+  float v[32];
+  float amax = 0.0f, max = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    v[j] = ToFloat(x[j]);
+    if (amax < fabsf(v[j])) {
+      amax = fabsf(v[j]);
+      max = v[j];
+    }
+  }
+  const float d = __fdiv_rn(max, -8.0f);
+  const float id_ = d != 0.0f ? __frcp_rn(d) : 0.0f;
+  scales[row * blocks_per_row + g] = __float2half_rn(d);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float shifted = __fadd_rn(__fmul_rn(v[8 * t + e], id_), 8.5f);
+      const int q = min(15, static_cast<int>(shifted));
+      word |= static_cast<uint32_t>(q) << (4 * NibbleOf(e));
+    }
+    *reinterpret_cast<uint32_t*>(out + WordOffset(g, t)) = word;
+  }
+}
+
+// One thread per (row, 32-group, word): 8 codes -> 8 bf16 (one 16-byte store).
+__global__ void DequantizeW4Kernel(const uint8_t* __restrict__ w, const __half* __restrict__ scales,
+                                   __nv_bfloat16* __restrict__ out, int64_t n, int k, int group) {
+  const int kpad = W4PaddedK(k);
+  const int words_per_row = k / 8;
+  const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= n * words_per_row) return;
+  const int64_t row = id / words_per_row;
+  const int col0 = static_cast<int>(id % words_per_row) * 8;
+  const int g = col0 / 32, t = (col0 % 32) / 8;
+  const uint32_t word = *reinterpret_cast<const uint32_t*>(w + row * (kpad / 2) + WordOffset(g, t));
+  const float s = __half2float(scales[row * (kpad / group) + col0 / group]);
+  __align__(16) __nv_bfloat16 vals[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int u = (word >> (4 * NibbleOf(e))) & 0xF;
+    vals[e] = __float2bfloat16_rn(static_cast<float>(u - 8) * s);
+  }
+  *reinterpret_cast<uint4*>(out + row * k + col0) = *reinterpret_cast<const uint4*>(vals);
+}
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+std::string LaunchQuantizeQ4_0(const QuantizeQ4_0Params& p, cudaStream_t stream) {
+  if ((p.in_bf16 == nullptr) == (p.in_f32 == nullptr)) return "quantize_q4_0: need exactly one input";
+  if (!p.w || !p.scales) return "quantize_q4_0: null output";
+  if (p.n <= 0 || p.k <= 0 || p.k % 32 != 0) return "quantize_q4_0: need n >= 1 and k a positive multiple of 32";
+  const int64_t threads = p.n * (W4PaddedK(p.k) / 32);
+  const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
+  if (p.in_bf16) {
+    QuantizeQ4_0Kernel<<<grid, kThreads, 0, stream>>>(p.in_bf16, p.w, p.scales, p.n, p.k);
+  } else {
+    QuantizeQ4_0Kernel<<<grid, kThreads, 0, stream>>>(p.in_f32, p.w, p.scales, p.n, p.k);
+  }
+  return LaunchError("quantize_q4_0");
+}
+
+std::string LaunchDequantizeW4(const DequantizeW4Params& p, cudaStream_t stream) {
+  if (!p.w || !p.scales || !p.out) return "dequantize_w4: null pointer";
+  if (p.n <= 0 || p.k <= 0 || p.k % 32 != 0) return "dequantize_w4: need n >= 1 and k a positive multiple of 32";
+  if (p.group != 32 && p.group != 128) return "dequantize_w4: group must be 32 or 128";
+  const int64_t threads = p.n * (p.k / 8);
+  const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
+  DequantizeW4Kernel<<<grid, kThreads, 0, stream>>>(p.w, p.scales, p.out, p.n, p.k, p.group);
+  return LaunchError("dequantize_w4");
+}
+
+}  // namespace gemma::kernels

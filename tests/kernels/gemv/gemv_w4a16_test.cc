@@ -1,0 +1,260 @@
+// W4A16 kernels vs float64 host references of the dequantized weights: the
+// device Q4_0 quantizer (the host quantizer's bits exactly), the bf16
+// dequantizer, and the W4A16 GEMV (every tiling, batch 1..8, group 32 and
+// 128, the Gemma 4 31B shape classes incl. the 262144-row LM head, the
+// fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/model/quantization_int4.h"
+#include "engine/model/weights.h"
+#include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/init/random_init.h"
+#include "kernels/quant/w4_quant.h"
+#include "tests/common/gpu_test_util.h"
+
+namespace gemma {
+namespace {
+
+using gpu_test::DeviceArray;
+
+struct Shape {
+  int n, k;
+};
+// 31B: fused qkv (sliding, global), o_proj (sliding, global), gate_up, down,
+// the vocabulary; fortunes (hidden 256, intermediate 512, vocab 1024); odd.
+const Shape kBigShapes[] = {{16384, 5376}, {18432, 5376}, {5376, 8192}, {5376, 16384},
+                            {43008, 5376}, {5376, 21504}, {262144, 5376}};
+const Shape kSmallShapes[] = {{512, 256}, {256, 512}, {1024, 256}, {1024, 512}, {7, 32}, {33, 96}, {1000, 544}, {4099, 1056}};
+
+// A packed matrix on the device and its host copy (the device layout).
+struct W4Matrix {
+  Shape s{};
+  int group = 32;
+  int kpad = 0;
+  std::vector<uint8_t> packed;   // host copy of the rows that are checked (all for small shapes)
+  std::vector<uint16_t> scales;
+  DeviceArray<uint8_t> w;
+  DeviceArray<__half> sc;
+  W4Matrix(Shape shape, int g)
+      : s(shape), group(g), kpad(kernels::W4PaddedK(shape.k)), w(size_t(shape.n) * kernels::W4PaddedK(shape.k) / 2),
+        sc(size_t(shape.n) * kernels::W4PaddedK(shape.k) / g) {}
+  // Decoded value of (row, col) from the device layout, exact in double.
+  double Value(int row, int col) const {
+    const int g = col / 32, t = (col % 32) / 8, e = col % 8;
+    uint32_t word;
+    std::memcpy(&word, packed.data() + size_t(row) * (kpad / 2) + quant::W4WordOffset(g, t), 4);
+    const int u = (word >> (4 * quant::W4NibbleOf(e))) & 0xF;
+    return double(u - 8) * double(HalfToFloat(scales[size_t(row) * (kpad / group) + col / group]));
+  }
+};
+
+// Host-made codes and scales (any group), packed on the host.
+std::unique_ptr<W4Matrix> HostMatrix(Shape s, int group) {
+  auto m = std::make_unique<W4Matrix>(s, group);
+  quant::Int4Matrix q;
+  q.rows = s.n;
+  q.cols = s.k;
+  q.group = group;
+  q.codes.resize(size_t(s.n) * s.k);
+  for (uint8_t& c : q.codes) c = gpu_test::Rng()() % 16;
+  q.scales.resize(size_t(s.n) * q.groups_per_row());
+  std::uniform_real_distribution<float> d(0.001f, 0.01f);
+  for (uint16_t& v : q.scales) v = quant::FloatToHalf(d(gpu_test::Rng()));
+  const quant::W4DeviceMatrix dev = quant::PackForDevice(q);
+  m->packed = dev.packed;
+  m->scales = dev.scales;
+  m->w.Upload(m->packed);
+  std::vector<__half> hs(dev.scales.size());
+  for (size_t i = 0; i < hs.size(); ++i) {
+    __half_raw raw;
+    raw.x = dev.scales[i];
+    hs[i] = raw;
+  }
+  m->sc.Upload(hs);
+  return m;
+}
+
+// Random bf16 weights quantized to Q4_0 on the device; everything downloaded.
+std::unique_ptr<W4Matrix> DeviceMatrix(Shape s) {
+  auto m = std::make_unique<W4Matrix>(s, 32);
+  DeviceArray<__nv_bfloat16> wb(size_t(s.n) * s.k);
+  kernels::RandomFillParams rp;
+  rp.out_bf16 = wb.get();
+  rp.count = int64_t(s.n) * s.k;
+  rp.seed = gpu_test::Rng()();
+  EXPECT_EQ(kernels::LaunchRandomFill(rp, nullptr), "");
+  EXPECT_EQ(kernels::LaunchQuantizeQ4_0({wb.get(), nullptr, m->w.get(), m->sc.get(), s.n, s.k}, nullptr), "");
+  m->packed = m->w.Download();
+  const std::vector<__half> hs = m->sc.Download();
+  m->scales.resize(hs.size());
+  std::memcpy(m->scales.data(), hs.data(), hs.size() * 2);
+  return m;
+}
+
+void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap) {
+  const Shape& s = m.s;
+  SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " group=" << m.group << " batch=" << batch
+                                  << " variant=" << kernels::GemvW4VariantName(variant));
+  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k));
+  DeviceArray<__nv_bfloat16> x(xb);
+  DeviceArray<float> out32(size_t(batch) * s.n);
+  DeviceArray<__nv_bfloat16> out16(size_t(batch) * s.n);
+  out32.Poison();
+  out16.Poison();
+  kernels::GemvW4Params p;
+  p.w = m.w.get();
+  p.scales = m.sc.get();
+  p.x = x.get();
+  if (f32_out) p.out_f32 = out32.get(); else p.out_bf16 = out16.get();
+  p.n = s.n;
+  p.k = s.k;
+  p.group = m.group;
+  p.batch = batch;
+  p.softcap = softcap;
+  p.variant = variant;
+  ASSERT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
+  CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = f32_out ? out32.Download() : gpu_test::ToFloat(out16.Download());
+  std::vector<int> rows;
+  const bool all = int64_t(s.n) * s.k <= (1 << 21);
+  for (int r = 0; r < s.n && all; ++r) rows.push_back(r);
+  if (!all) {
+    for (int i = 0; i < 40; ++i) rows.push_back(gpu_test::Rng()() % s.n);
+    for (int r = std::max(0, s.n - 17); r < s.n; ++r) rows.push_back(r);
+  }
+  std::vector<double> ref, out;
+  for (int r : rows) {
+    for (int b = 0; b < batch; ++b) {
+      double acc = 0;
+      for (int c = 0; c < s.k; ++c) acc += m.Value(r, c) * gpu_test::ToF(xb[size_t(b) * s.k + c]);
+      if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
+      ref.push_back(acc);
+      out.push_back(got[size_t(b) * s.n + r]);
+    }
+  }
+  // Every output was written (poisoned with NaN).
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  const double tol = f32_out ? 2e-5 : 6e-3;
+  EXPECT_LT(gpu_test::RelErr(out, ref, 0, ref.size()), tol);
+}
+
+TEST(QuantizeQ4_0DeviceTest, SameBitsAsTheHostQuantizer) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : {Shape{37, 5376}, Shape{5, 96}, Shape{3, 32}}) {
+    std::vector<float> wf = gpu_test::RandomFloats(size_t(s.n) * s.k, 0.0f, 0.02f);
+    for (int c = 0; c < 32; ++c) wf[c] = 0.0f;              // a zero block
+    for (int c = 32; c < 64 && s.k >= 64; ++c) wf[c] = 0.01f * (c % 5);  // repeated values: ties
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE(testing::Message() << s.n << "x" << s.k << (bf16 ? " bf16" : " f32"));
+      const auto wb = gpu_test::ToBf16(wf);
+      std::vector<float> host_in = bf16 ? gpu_test::ToFloat(wb) : wf;
+      auto q = quant::QuantizeQ4_0(host_in, s.n, s.k);
+      ASSERT_TRUE(q.ok()) << q.status();
+      const quant::W4DeviceMatrix want = quant::PackForDevice(*q);
+      DeviceArray<float> in32(wf);
+      DeviceArray<__nv_bfloat16> in16(wb);
+      W4Matrix m(s, 32);
+      kernels::QuantizeQ4_0Params p;
+      if (bf16) p.in_bf16 = in16.get(); else p.in_f32 = in32.get();
+      p.w = m.w.get();
+      p.scales = m.sc.get();
+      p.n = s.n;
+      p.k = s.k;
+      ASSERT_EQ(kernels::LaunchQuantizeQ4_0(p, nullptr), "");
+      EXPECT_EQ(m.w.Download(), want.packed);
+      const std::vector<__half> hs = m.sc.Download();
+      std::vector<uint16_t> got(hs.size());
+      std::memcpy(got.data(), hs.data(), hs.size() * 2);
+      EXPECT_EQ(got, want.scales);
+    }
+  }
+}
+
+TEST(DequantizeW4Test, MatchesTheHostValuesRoundedToBf16) {
+  GEMMA_REQUIRE_GPU();
+  for (int group : {32, 128}) {
+    for (Shape s : {Shape{33, 96}, Shape{64, 5376}}) {
+      auto m = HostMatrix(s, group);
+      DeviceArray<__nv_bfloat16> out(size_t(s.n) * s.k);
+      out.Poison();
+      ASSERT_EQ(kernels::LaunchDequantizeW4({m->w.get(), m->sc.get(), out.get(), s.n, s.k, group}, nullptr), "");
+      const auto got = out.Download();
+      for (int r = 0; r < s.n; ++r) {
+        for (int c = 0; c < s.k; ++c) {
+          ASSERT_EQ(gpu_test::ToF(got[size_t(r) * s.k + c]), gpu_test::ToF(gpu_test::ToB(float(m->Value(r, c)))))
+              << "group " << group << " " << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemvW4Test, SmallAndOddShapesEveryTilingBothGroups) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : kSmallShapes) {
+    for (int group : {32, 128}) {
+      auto m = HostMatrix(s, group);
+      for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+        CheckGemv(*m, 1, v, false, 0.0f);
+        CheckGemv(*m, 8, v, false, 0.0f);
+      }
+      for (int b = 2; b <= 7; ++b) CheckGemv(*m, b, (b * 3) % kernels::NumGemvW4Variants(), false, 0.0f);
+      CheckGemv(*m, 3, -1, true, 30.0f);
+    }
+  }
+}
+
+TEST(GemvW4Test, RealShapesEveryTilingQ4_0) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : kBigShapes) {
+    auto m = DeviceMatrix(s);
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+      CheckGemv(*m, 1, v, false, 0.0f);
+      CheckGemv(*m, 8, v, false, 0.0f);
+    }
+    for (int b = 2; b <= 7; ++b) CheckGemv(*m, b, (b * 5) % kernels::NumGemvW4Variants(), false, 0.0f);
+    if (s.n == 262144) CheckGemv(*m, 2, -1, true, 30.0f);  // the LM head: fp32 logits, softcap
+  }
+}
+
+TEST(GemvW4Test, RealShapesGroup128) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : {Shape{5376, 8192}, Shape{4096, 5376}}) {
+    auto m = HostMatrix(s, 128);
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) CheckGemv(*m, v % 2 ? 8 : 1, v, false, 0.0f);
+  }
+}
+
+TEST(GemvW4Test, RejectsBadArguments) {
+  GEMMA_REQUIRE_GPU();
+  DeviceArray<uint8_t> w(64);
+  DeviceArray<__half> sc(4);
+  DeviceArray<__nv_bfloat16> x(64), out(64);
+  kernels::GemvW4Params p;
+  p.w = w.get();
+  p.scales = sc.get();
+  p.x = x.get();
+  p.out_bf16 = out.get();
+  p.n = 1;
+  p.k = 48;
+  p.batch = 1;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.k = 64;
+  p.group = 64;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.group = 32;
+  p.batch = 9;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.batch = 1;
+  p.variant = kernels::NumGemvW4Variants();
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.variant = -1;
+  EXPECT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
+}
+
+}  // namespace
+}  // namespace gemma
