@@ -16,15 +16,15 @@ namespace gemma {
 inline void AddWeightDTypeFlags(CLI::App& app, WeightDType* weights, std::optional<WeightDType>* lm_head) {
   app.add_option_function<std::string>(
          "--weights", [weights](const std::string& v) { *weights = *ParseWeightDType("--weights", v); },
-         "cuda: linear layers in bf16, or fp8 (E4M3, per-channel scales; quantized at load time unless "
-         "the checkpoint is FP8 already)")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
+         "cuda: linear layers in bf16, fp8 (E4M3, per-channel scales; quantized at load time unless "
+         "the checkpoint is FP8 already) or int4 (W4A16: Q4_0, quantized at load time)")
+      ->check(CLI::IsMember({"bf16", "fp8", "int4"}))
       ->default_str("bf16");
   app.add_option_function<std::string>(
          "--lm-head", [lm_head](const std::string& v) { *lm_head = *ParseWeightDType("--lm-head", v); },
-         "cuda: the LM head in bf16, or fp8 (an E4M3 copy of the tied embedding; needs --weights fp8). "
-         "Default: the same as --weights")
-      ->check(CLI::IsMember({"bf16", "fp8"}));
+         "cuda: the LM head in bf16, fp8 (an E4M3 copy of the tied embedding; needs --weights fp8 or "
+         "int4) or int4 (needs --weights int4). Default: the same as --weights; fp8 under --weights int4")
+      ->check(CLI::IsMember({"bf16", "fp8", "int4"}));
 }
 
 inline void AddKvCacheDTypeFlag(CLI::App& app, KvCacheDType* kv) {

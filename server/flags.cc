@@ -127,8 +127,12 @@ ParsedFlags ParseServeFlags(int argc, char** argv) {
     std::cerr << s.message() << "\n";
     return {std::nullopt, 2};
   }
-  if (flags.server.backend.lm_head == WeightDType::kFP8 && flags.server.backend.weights != WeightDType::kFP8) {
-    std::cerr << "--lm-head fp8 needs --weights fp8 (got --weights bf16)\n";
+  if (flags.server.backend.lm_head == WeightDType::kFP8 && flags.server.backend.weights == WeightDType::kBF16) {
+    std::cerr << "--lm-head fp8 needs --weights fp8 or int4 (got --weights bf16)\n";
+    return {std::nullopt, 2};
+  }
+  if (flags.server.backend.lm_head == WeightDType::kINT4 && flags.server.backend.weights != WeightDType::kINT4) {
+    std::cerr << "--lm-head int4 needs --weights int4\n";
     return {std::nullopt, 2};
   }
   if (flags.server.backend.model_dir.empty()) flags.server.backend.model_dir = DefaultModelDir();

@@ -17,17 +17,22 @@ namespace gemma {
 // per-output-channel scale (quantized at load time from a bf16 checkpoint, or
 // read from a pre-quantized one); embedding and norms stay bf16/fp32, the LM
 // head follows BackendOptions::lm_head.
-enum class WeightDType { kBF16, kFP8 };
+// INT4 is W4A16: GGML Q4_0 (blocks of 32 input columns, one fp16 scale),
+// quantized at load time, with bf16 activations (engine/cuda/int4_weights.cc).
+enum class WeightDType { kBF16, kFP8, kINT4 };
 
-// Parses a --weights value ("bf16" or "fp8"); the error names `flag` and the
-// value.
+// Parses a --weights value ("bf16", "fp8" or "int4"); the error names `flag`
+// and the value.
 inline absl::StatusOr<WeightDType> ParseWeightDType(std::string_view flag, std::string_view value) {
   if (value == "bf16") return WeightDType::kBF16;
   if (value == "fp8") return WeightDType::kFP8;
+  if (value == "int4") return WeightDType::kINT4;
   return absl::InvalidArgumentError(
-      absl::StrCat(std::string(flag), " must be bf16 or fp8, got '", std::string(value), "'"));
+      absl::StrCat(std::string(flag), " must be bf16, fp8 or int4, got '", std::string(value), "'"));
 }
-inline std::string_view WeightDTypeName(WeightDType d) { return d == WeightDType::kFP8 ? "fp8" : "bf16"; }
+inline std::string_view WeightDTypeName(WeightDType d) {
+  return d == WeightDType::kFP8 ? "fp8" : d == WeightDType::kINT4 ? "int4" : "bf16";
+}
 
 // How the CUDA backend stores the KV cache: bf16, or FP8 E4M3 with unit
 // scale (vLLM's --kv-cache-dtype fp8 without calibrated scales; Gemma 4's K
@@ -49,7 +54,7 @@ struct BackendOptions {
   std::string backend = "auto";   // cpu | cuda | auto (cuda when a GPU is present)
   std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
   bool random_weights = false;    // cuda only: real shapes, deterministic random weights
-  WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 linear layers
+  WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 or int4 linear layers
   // cuda only: the LM head's dtype (an E4M3 copy of the tied embedding, which
   // itself stays bf16); unset = the same as `weights`. fp8 needs fp8 weights.
   std::optional<WeightDType> lm_head;

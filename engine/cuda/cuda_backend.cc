@@ -100,13 +100,19 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   paged = o.kv_block_size > 0;
   if (paged && !t.length_aware)
     return absl::InvalidArgumentError("cuda: a paged KV cache is always read length-aware (use kv_block_size 0)");
-  const WeightDType lm_head = o.lm_head.value_or(o.weights);
-  if (lm_head == WeightDType::kFP8 && o.weights != WeightDType::kFP8)
-    return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 (got --weights bf16)");
+  // int4 weights keep an fp8 LM head by default (vLLM leaves it unquantized;
+  // fp8 halves the largest matrix a decode step reads).
+  const WeightDType lm_head = o.lm_head.value_or(o.weights == WeightDType::kINT4 ? WeightDType::kFP8 : o.weights);
+  if (lm_head == WeightDType::kFP8 && o.weights == WeightDType::kBF16)
+    return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 or int4 (got --weights bf16)");
+  if (lm_head == WeightDType::kINT4 && o.weights != WeightDType::kINT4)
+    return absl::InvalidArgumentError("cuda: --lm-head int4 needs --weights int4");
   GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
+  if (o.weights == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, stream));
   if (lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
+  if (lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);
   chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
   if (!paged) {
@@ -118,7 +124,15 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   auto linear_or = cuda::LinearDispatcher::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
-  if (weights->dtype() == WeightDType::kFP8) {
+  if (weights->dtype() == WeightDType::kINT4) {
+    // The largest int4 matrix, dequantized for GEMMs of more rows than the GEMV takes.
+    const int64_t h = config.hidden_size;
+    int64_t most = std::max({2 * h * config.intermediate_size, h * MaxQueryWidth(config)});
+    for (const auto& layer : weights->layers()) most = std::max<int64_t>(most, layer.qkv_rows * h);
+    if (lm_head == WeightDType::kINT4) most = std::max<int64_t>(most, h * config.vocab_size);
+    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
+  }
+  if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
     // Rows: a prefill pass, or a decode batch's logits (the LM head may be fp8).
     const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, o.max_slots});

@@ -168,6 +168,7 @@ DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelCon
 }
 
 DeviceMatrix DeviceWeights::lm_head() const {
+  if (lm_head_int4_.get() != nullptr) return lm_head_int4_matrix_;
   if (lm_head_fp8_.get() != nullptr) {
     return DeviceMatrix(lm_head_fp8_.get<uint8_t>(), lm_head_scale_.get<float>(), lm_head_wgmma_);
   }

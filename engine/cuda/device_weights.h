@@ -69,11 +69,18 @@ class DeviceWeights {
   // halves the largest single matrix a decode step streams (1.4 of 2.8 GB
   // at the 31B shape). The embedding lookup keeps reading bf16.
   absl::Status QuantizeLmHead(cudaStream_t stream);
+  // --weights int4 (int4_weights.cc): every layer matrix, loaded as bf16, gets
+  // a Q4_0 copy in the W4A16 layout and the layers point at it (the bf16
+  // arena stays: the embedding shares it). QuantizeLmHeadInt4: the same for
+  // the LM head (a copy of the embedding).
+  absl::Status QuantizeLinearsInt4(const ModelConfig& config, cudaStream_t stream);
+  absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
   const std::vector<DeviceLayer>& layers() const { return layers_; }
   WeightDType dtype() const { return dtype_; }
   int64_t bytes() const {
-    return static_cast<int64_t>(bf16_.bytes() + f32_.bytes() + fp8_.bytes() + lm_head_fp8_.bytes() +
+    return static_cast<int64_t>(bf16_.bytes() + f32_.bytes() + fp8_.bytes() + lm_head_fp8_.bytes() + int4_.bytes() +
+                                lm_head_int4_.bytes() +
                                 lm_head_scale_.bytes());
   }
 
@@ -114,6 +121,9 @@ class DeviceWeights {
   DeviceBuffer f32_;   // norms, scalars and fp8 row scales
   DeviceBuffer fp8_;   // fp8 matrices (E4M3 bits)
   DeviceBuffer lm_head_fp8_;    // [V, H] E4M3, when QuantizeLmHead() ran
+  DeviceBuffer int4_;           // the layers' int4 codes and scales (QuantizeLinearsInt4)
+  DeviceBuffer lm_head_int4_;   // the LM head's (QuantizeLmHeadInt4)
+  DeviceMatrix lm_head_int4_matrix_;
   DeviceBuffer lm_head_scale_;  // [V] fp32
   const kernels::WgmmaFp8Weights* lm_head_wgmma_ = nullptr;
   // Heap-held so DeviceMatrix's pointers stay valid as the list grows.

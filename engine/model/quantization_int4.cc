@@ -1,5 +1,6 @@
 #include "engine/model/quantization_int4.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -95,6 +96,30 @@ std::vector<float> SnapToQ4_0Grid(std::span<const float> w, int64_t rows, int64_
   std::vector<float> out(w.size());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = static_cast<float>(m->Value(r, c));
+  }
+  return out;
+}
+
+std::vector<float> SnapToQ4_0GridBf16(std::span<const float> w, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0 || cols % kQ4BlockSize != 0 || static_cast<int64_t>(w.size()) != rows * cols) return {};
+  std::vector<float> out(w.size());
+  for (size_t b = 0; b < w.size() / kQ4BlockSize; ++b) {
+    const float* x = w.data() + b * kQ4BlockSize;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQ4BlockSize; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    int exp = 0;
+    const double frac = std::frexp(static_cast<double>(max) / -8.0, &exp);  // |frac| in [0.5, 1)
+    const double d = std::ldexp(std::nearbyint(std::ldexp(frac, 5)), exp - 5);  // 5 significant bits
+    for (int j = 0; j < kQ4BlockSize; ++j) {
+      double q = d != 0.0 ? std::nearbyint(x[j] / d) : 0.0;
+      q = std::clamp(q, -8.0, 7.0);
+      out[b * kQ4BlockSize + j] = static_cast<float>(q * d);
+    }
   }
   return out;
 }

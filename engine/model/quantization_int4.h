@@ -56,6 +56,13 @@ absl::StatusOr<Int4Matrix> QuantizeQ4_0(std::span<const float> w, int64_t rows, 
 // same codes and scales.
 std::vector<float> SnapToQ4_0Grid(std::span<const float> w, int64_t rows, int64_t cols);
 
+// Snaps onto a Q4_0 grid whose values are also bf16 values (for fixtures that
+// travel through a bf16 load): per block, d = m / -8 rounded to 5 significant
+// bits (so every (u - 8) d fits bf16's 8), codes round(x / d) + 8 clamped to
+// 0..15 (the largest-magnitude value lands on -8 d). GGML's rule recovers d
+// and the codes exactly from the result, in fp32 or after a cast to bf16.
+std::vector<float> SnapToQ4_0GridBf16(std::span<const float> w, int64_t rows, int64_t cols);
+
 // compressed-tensors pack-quantized, symmetric int4: `weight_packed` int32
 // [rows, ceil(cols / 8)], element c of a row at bits 4 (c % 8) of word c / 8,
 // stored as q + 8; `weight_scale` [rows, ceil(cols / group)] given here as

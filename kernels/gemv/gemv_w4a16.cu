@@ -21,6 +21,23 @@ __device__ __forceinline__ uint32_t CodePairToBf16x2(uint32_t word, int p) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The same codes as 128 + u (no subtraction): the "b-" tilings take the bias
+// out of the products with an MMA of -136 against x (row-independent) as the
+// accumulator's initial value: sum (128 + u) x - 136 sum x = sum (u - 8) x.
+__device__ __forceinline__ uint32_t CodePairBiased(uint32_t word, int p) {
+  return ((word >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
+}
+
+// d = a * b + c with d and c distinct (no copy of c into d first).
+__device__ __forceinline__ void MmaBf16From(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1, const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %11, %12, %13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
 __device__ __forceinline__ float HalfBits(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
 }
@@ -53,7 +70,7 @@ __device__ __forceinline__ void StoreTile(const GemvW4Params& p, const float (&a
 // its four words multiply: 128 s + 32 w + 8 t .. + 7 of x row g.
 // PIPE keeps two register stages so a lane's next loads fly during its MMAs.
 // Persistent launches give every resident block the same number of tiles.
-template <int GS, int RT, int U, int KS, int WARPS, bool PIPE>
+template <int GS, int RT, int U, int KS, int WARPS, bool PIPE, bool BIAS>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   static_assert(GS == 32 || GS == 128, "group 32 or 128");
@@ -122,42 +139,90 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
       }
     }
   };
+  auto scale_of = [&](int s, int u, int r, int h, int q) {
+    return GS == 32 ? HalfBits(sv[s][u][r][h][q / 2] >> (16 * (q % 2))) : HalfBits(sv[s][u][r][h][0]);
+  };
+  auto add_scaled = [&](float (&acc)[4], const float (&part)[4], float sa, float sb) {
+    acc[0] += sa * part[0];
+    acc[1] += sa * part[1];
+    acc[2] += sb * part[2];
+    acc[3] += sb * part[3];
+  };
   auto multiply = [&](int s, float (&acc)[RT][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      if constexpr (BIAS) {
+        constexpr uint32_t kMinus136 = 0xC308C308u;  // bf16x2 (-136, -136)
+        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float neg[4];  // -136 * (sum of x over the group(s) so far), per (row, batch) slot
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const uint4& a = wv[s][u][r][0];
-        const uint4& b = wv[s][u][r][1];
-        const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-        float part_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {  // word q: 32-group 4 c + q
+        for (int q = 0; q < 4; ++q) {
           const uint4& xq = xv[s][u][q];
+          if (GS == 32 || q == 0) {
+            MmaBf16From(neg, kMinus136, kMinus136, kMinus136, kMinus136, xq.x, xq.y, zero);
+          } else {
+            MmaBf16From(neg, kMinus136, kMinus136, kMinus136, kMinus136, xq.x, xq.y, neg);
+          }
+          MmaBf16(neg, kMinus136, kMinus136, kMinus136, kMinus136, xq.z, xq.w);
           if constexpr (GS == 32) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) part_acc[i] = 0.0f;
-          }
-          MmaBf16(part_acc, CodePairToBf16x2(aw[q], 0), CodePairToBf16x2(bw[q], 0), CodePairToBf16x2(aw[q], 1),
-                  CodePairToBf16x2(bw[q], 1), xq.x, xq.y);
-          MmaBf16(part_acc, CodePairToBf16x2(aw[q], 2), CodePairToBf16x2(bw[q], 2), CodePairToBf16x2(aw[q], 3),
-                  CodePairToBf16x2(bw[q], 3), xq.z, xq.w);
-          if constexpr (GS == 32) {
-            const float sa = HalfBits(sv[s][u][r][0][q / 2] >> (16 * (q % 2)));
-            const float sb = HalfBits(sv[s][u][r][1][q / 2] >> (16 * (q % 2)));
-            acc[r][0] += sa * part_acc[0];
-            acc[r][1] += sa * part_acc[1];
-            acc[r][2] += sb * part_acc[2];
-            acc[r][3] += sb * part_acc[3];
+            for (int r = 0; r < RT; ++r) {
+              const uint4& a = wv[s][u][r][0];
+              const uint4& b = wv[s][u][r][1];
+              const uint32_t aw = (&a.x)[q], bw = (&b.x)[q];
+              float part[4];
+              MmaBf16From(part, CodePairBiased(aw, 0), CodePairBiased(bw, 0), CodePairBiased(aw, 1),
+                          CodePairBiased(bw, 1), xq.x, xq.y, neg);
+              MmaBf16(part, CodePairBiased(aw, 2), CodePairBiased(bw, 2), CodePairBiased(aw, 3),
+                      CodePairBiased(bw, 3), xq.z, xq.w);
+              add_scaled(acc[r], part, scale_of(s, u, r, 0, q), scale_of(s, u, r, 1, q));
+            }
           }
         }
         if constexpr (GS == 128) {
-          const float sa = HalfBits(sv[s][u][r][0][0]);
-          const float sb = HalfBits(sv[s][u][r][1][0]);
-          acc[r][0] += sa * part_acc[0];
-          acc[r][1] += sa * part_acc[1];
-          acc[r][2] += sb * part_acc[2];
-          acc[r][3] += sb * part_acc[3];
+#pragma unroll
+          for (int r = 0; r < RT; ++r) {
+            const uint4& a = wv[s][u][r][0];
+            const uint4& b = wv[s][u][r][1];
+            float part[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint4& xq = xv[s][u][q];
+              const uint32_t aw = (&a.x)[q], bw = (&b.x)[q];
+              if (q == 0) {
+                MmaBf16From(part, CodePairBiased(aw, 0), CodePairBiased(bw, 0), CodePairBiased(aw, 1),
+                            CodePairBiased(bw, 1), xq.x, xq.y, neg);
+              } else {
+                MmaBf16(part, CodePairBiased(aw, 0), CodePairBiased(bw, 0), CodePairBiased(aw, 1),
+                        CodePairBiased(bw, 1), xq.x, xq.y);
+              }
+              MmaBf16(part, CodePairBiased(aw, 2), CodePairBiased(bw, 2), CodePairBiased(aw, 3),
+                      CodePairBiased(bw, 3), xq.z, xq.w);
+            }
+            add_scaled(acc[r], part, scale_of(s, u, r, 0, 0), scale_of(s, u, r, 1, 0));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          const uint4& a = wv[s][u][r][0];
+          const uint4& b = wv[s][u][r][1];
+          const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+          float part_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {  // word q: 32-group 4 c + q
+            const uint4& xq = xv[s][u][q];
+            if constexpr (GS == 32) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) part_acc[i] = 0.0f;
+            }
+            MmaBf16(part_acc, CodePairToBf16x2(aw[q], 0), CodePairToBf16x2(bw[q], 0), CodePairToBf16x2(aw[q], 1),
+                    CodePairToBf16x2(bw[q], 1), xq.x, xq.y);
+            MmaBf16(part_acc, CodePairToBf16x2(aw[q], 2), CodePairToBf16x2(bw[q], 2), CodePairToBf16x2(aw[q], 3),
+                    CodePairToBf16x2(bw[q], 3), xq.z, xq.w);
+            if constexpr (GS == 32) add_scaled(acc[r], part_acc, scale_of(s, u, r, 0, q), scale_of(s, u, r, 1, q));
+          }
+          if constexpr (GS == 128) add_scaled(acc[r], part_acc, scale_of(s, u, r, 0, 0), scale_of(s, u, r, 1, 0));
         }
       }
     }
@@ -226,9 +291,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   }
 }
 
-template <int GS, int RT, int U, int KS, int WARPS, bool persistent, bool PIPE>
+template <int GS, int RT, int U, int KS, int WARPS, bool persistent, bool PIPE, bool BIAS>
 void Launch(const GemvW4Params& p, cudaStream_t stream) {
-  const auto kernel = GemvW4Kernel<GS, RT, U, KS, WARPS, PIPE>;
+  const auto kernel = GemvW4Kernel<GS, RT, U, KS, WARPS, PIPE, BIAS>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
@@ -247,12 +312,12 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
 }
 
 // One tiling for both group sizes.
-template <int RT, int U, int KS, int WARPS, bool persistent = false, bool PIPE = false>
+template <int RT, int U, int KS, int WARPS, bool persistent = false, bool PIPE = false, bool BIAS = false>
 void LaunchAnyGroup(const GemvW4Params& p, cudaStream_t stream) {
   if (p.group == 32) {
-    Launch<32, RT, U, KS, WARPS, persistent, PIPE>(p, stream);
+    Launch<32, RT, U, KS, WARPS, persistent, PIPE, BIAS>(p, stream);
   } else {
-    Launch<128, RT, U, KS, WARPS, persistent, PIPE>(p, stream);
+    Launch<128, RT, U, KS, WARPS, persistent, PIPE, BIAS>(p, stream);
   }
 }
 
@@ -274,6 +339,15 @@ constexpr Tiling kTilings[] = {
     {"q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, false, true>},
     {"q-t1u1k8", LaunchAnyGroup<1, 1, 8, 8, false, true>},
     {"p-q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, true, true>},
+    // b-: the bias taken out by an MMA of -136 against x (no subtraction per code pair).
+    {"b-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, false, false, true>},
+    {"b-t2u2k4", LaunchAnyGroup<2, 2, 4, 4, false, false, true>},
+    {"b-t1u4k4", LaunchAnyGroup<1, 4, 4, 4, false, false, true>},
+    {"b-q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, false, true, true>},
+    {"b-q-t1u1k8", LaunchAnyGroup<1, 1, 8, 8, false, true, true>},
+    {"b-p-q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, true, true, true>},
+    {"b-q-t2u1k4", LaunchAnyGroup<2, 1, 4, 4, false, true, true>},
+    {"b-p-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, true, false, true>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 constexpr int kDefaultTiling = 1;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -27,7 +28,20 @@ struct DeviceMatrix {
   DeviceMatrix(const uint8_t* fp8, const float* scale, const kernels::WgmmaFp8Weights* map = nullptr)
       : data(fp8), row_scale(scale), wgmma(map) {}
 
+  // int4 only (W4A16): the packed codes' fp16 scales per (row, group) in the
+  // layout of kernels/gemv/gemv_w4a16.h, and the group size (32 or 128).
+  const __half* w4_scales = nullptr;
+  int w4_group = 0;
+  static DeviceMatrix Int4(const uint8_t* packed, const __half* scales, int group) {
+    DeviceMatrix m;
+    m.data = packed;
+    m.w4_scales = scales;
+    m.w4_group = group;
+    return m;
+  }
+
   bool fp8() const { return row_scale != nullptr; }
+  bool int4() const { return w4_scales != nullptr; }
   const __nv_bfloat16* bf16() const { return static_cast<const __nv_bfloat16*>(data); }
   const uint8_t* e4m3() const { return static_cast<const uint8_t*>(data); }
 };

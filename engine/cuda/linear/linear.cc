@@ -174,6 +174,7 @@ absl::Status LinearDispatcher::Softcap(const LinearArgs& a, cudaStream_t stream)
 }
 
 absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream) {
+  if (a.w.int4()) return RunInt4(a, stream);
   if (a.w.fp8()) return RunFp8(a, stream);
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));
@@ -244,6 +245,7 @@ void LinearDispatcher::StoreTuned(bool fp8, int n, int k, int batch) const {
 
 absl::Status LinearDispatcher::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
+  if (w.int4()) return AutotuneInt4(n, k, batch, w, x, out, stream);
   const bool fp8 = w.fp8();
   if (LoadTuned(fp8, n, k, batch)) return absl::OkStatus();
   auto timer = LaunchTimer::Create();

@@ -54,6 +54,11 @@ class LinearDispatcher {
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
+  // int4 (W4A16) weights (linear_int4.cc): the W4A16 GEMV up to
+  // 2 x kW4MaxBatch rows (one launch per 8 rows), else the matrix dequantized
+  // to bf16 into a scratch of `max_elements` (the largest int4 matrix) and
+  // the bf16 GEMM. Call before any Run with int4 weights at more rows.
+  absl::Status ReserveInt4(int64_t max_elements);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
@@ -116,6 +121,10 @@ class LinearDispatcher {
     float quant_ms = 0.0f;
   };
   int VariantFor(int n, int k, int batch) const;
+  absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream);
+  // Times every W4A16 GEMV tiling for (n, k, batch) on `w`; keeps the fastest.
+  absl::Status AutotuneInt4(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x, float* out,
+                            cudaStream_t stream);
   // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
   // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
   // default) when untuned.
@@ -138,6 +147,9 @@ class LinearDispatcher {
   std::unique_ptr<LtGemm> gemm_;
   std::map<std::tuple<int, int, int>, int> best_;  // bf16: (n, k, batch) -> GEMV variant
   std::map<std::tuple<int, int, int>, Fp8Choice> fp8_best_;
+  std::map<std::tuple<int, int, int>, int> int4_best_;  // (n, k, batch) -> W4A16 GEMV variant
+  DeviceBuffer int4_scratch_;  // bf16 [max_elements]: a dequantized int4 matrix for the GEMM
+  int64_t int4_scratch_elements_ = 0;
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]
   int64_t fp8_max_m_ = 0, fp8_max_k_ = 0;

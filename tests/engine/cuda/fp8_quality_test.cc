@@ -22,6 +22,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "tests/common/gpu_test_util.h"
 #include "tests/engine/cuda/golden.h"
+#include "tests/engine/cuda/logit_agreement.h"
 
 namespace gemma {
 namespace {
@@ -52,28 +53,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-int Argmax(const float* row, int vocab) { return int(std::max_element(row, row + vocab) - row); }
-
-struct Agreement {
-  double worst = 0, sum = 0;
-  int rows = 0, confident = 0, agree = 0;
-  void Add(const float* got, const float* ref, int vocab, double margin_floor) {
-    const double err = gpu_test::RelErrPtr(got, ref, vocab);
-    worst = std::max(worst, err);
-    sum += err;
-    ++rows;
-    std::vector<float> top(ref, ref + vocab);
-    std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-    if (top[0] - top[1] < margin_floor) return;
-    ++confident;
-    agree += Argmax(got, vocab) == Argmax(ref, vocab);
-  }
-  void Print(const char* what) const {
-    std::printf("fp8-quality %s: rows %d, row rel. error mean %.4f worst %.4f, top-1 agreement %d/%d "
-                "confident rows\n",
-                what, rows, sum / std::max(rows, 1), worst, agree, confident);
-  }
-};
+using gpu_test::Agreement;
 
 // Both LM heads: the fp8 default (an E4M3 copy of the embedding) and bf16.
 class Fp8FortunesQuality : public testing::TestWithParam<WeightDType> {};
@@ -119,8 +99,8 @@ TEST_P(Fp8FortunesQuality, AgainstGolden) {
   const std::string head = GetParam() == WeightDType::kFP8 ? " (fp8 LM head)" : " (bf16 LM head)";
   Agreement prefill, steps;
   RunFortunes(b.get(), prefill, steps);
-  prefill.Print(("fortunes prefill vs float64" + head).c_str());
-  steps.Print(("fortunes decode vs float64" + head).c_str());
+  prefill.Print("fp8-quality", "fortunes prefill vs float64" + head);
+  steps.Print("fp8-quality", "fortunes decode vs float64" + head);
   // Worst rows measured on the H200 (2026-11-30, several runs with fresh
   // tuning caches: the GEMV / wgmma kernels picked per batch, hence the
   // summation order, whether activations are rounded to E4M3 (wgmma and the
@@ -154,8 +134,8 @@ TEST_P(Fp8KvFortunesQuality, AgainstGolden) {
   const std::string what = std::string(" (fp8 KV cache, ") + std::string(WeightDTypeName(GetParam())) + " weights)";
   Agreement prefill, steps;
   RunFortunes(b.get(), prefill, steps);
-  prefill.Print(("fortunes prefill vs float64" + what).c_str());
-  steps.Print(("fortunes decode vs float64" + what).c_str());
+  prefill.Print("fp8-quality", "fortunes prefill vs float64" + what);
+  steps.Print("fp8-quality", "fortunes decode vs float64" + what);
   for (const Agreement* a : {&prefill, &steps}) {
     EXPECT_LT(a->worst, 0.4);
     EXPECT_LT(a->sum / a->rows, 0.15);
@@ -208,7 +188,7 @@ TEST(Fp8Quality, RandomWeights31BAgainstBf16) {
   ASSERT_EQ(got.size(), ref.size());
   Agreement a;
   for (size_t r = 0; r < ids.size(); ++r) a.Add(got.data() + r * vocab, ref.data() + r * vocab, vocab, 0.0);
-  a.Print("31B random weights, fp8 vs bf16 prefill");
+  a.Print("fp8-quality", "31B random weights, fp8 vs bf16 prefill");
   for (float v : got) ASSERT_TRUE(std::isfinite(v));
   // A 60-layer random-weight network amplifies any rounding change into
   // decorrelated logits (measured on the H200, 2026-11-30: row rel. error

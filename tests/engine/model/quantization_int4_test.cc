@@ -123,6 +123,24 @@ TEST(Q4_0Test, FortunesWeightsRoundTripExactly) {
   EXPECT_GE(checked, 8 * 6);
 }
 
+TEST(Q4_0Test, Bf16GridSurvivesABf16Cast) {
+  const int64_t rows = 19, cols = 320;
+  const std::vector<float> w = Random(rows * cols, 5);
+  const std::vector<float> snapped = SnapToQ4_0GridBf16(w, rows, cols);
+  ASSERT_EQ(snapped.size(), w.size());
+  std::vector<float> cast(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    cast[i] = Bf16ToFloat(FloatToBf16(snapped[i]));
+    ASSERT_EQ(cast[i], snapped[i]) << i;  // every value is a bf16 value
+  }
+  auto q = QuantizeQ4_0(cast, rows, cols);
+  ASSERT_TRUE(q.ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(q->Value(r, c), double(snapped[r * cols + c])) << r << "," << c;
+  }
+  ExpectRoundTripExact(snapped, rows, cols);
+}
+
 TEST(Q4_0Test, RefusesBadInput) {
   std::vector<float> w(2 * 48, 0.1f);
   EXPECT_THAT(std::string(QuantizeQ4_0(w, 2, 48).status().message()), HasSubstr("multiple of 32"));

@@ -1,0 +1,97 @@
+// LinearDispatcher's int4 (W4A16) path: the tuned W4A16 GEMV for decode batches
+// (one launch per 8 rows up to 16 rows), and for more rows the matrix
+// dequantized to bf16 in a scratch buffer followed by the bf16 path (cuBLASLt):
+// prefill is bound by the GEMM's arithmetic, where the dequantization (one
+// pass over the int4 bytes, writing bf16) is a few percent.
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/common/launch_timer.h"
+#include "engine/cuda/linear/linear.h"
+#include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/quant/w4_quant.h"
+
+namespace gemma::cuda {
+namespace {
+
+constexpr int kMaxGemvRows = 2 * kernels::kW4MaxBatch;
+
+std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
+  kernels::GemvW4Params p;
+  p.w = static_cast<const uint8_t*>(a.w.data);
+  p.scales = a.w.w4_scales;
+  p.group = a.w.w4_group;
+  p.x = a.x + static_cast<size_t>(row0) * a.k;
+  if (a.out_f32) {
+    p.out_f32 = a.out_f32 + static_cast<size_t>(row0) * a.n;
+  } else {
+    p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * a.n;
+  }
+  p.n = a.n;
+  p.k = a.k;
+  p.batch = rows;
+  p.softcap = a.softcap;
+  p.variant = variant;
+  return kernels::LaunchGemvW4(p, stream);
+}
+
+}  // namespace
+
+absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
+  if (max_elements <= int4_scratch_elements_) return absl::OkStatus();
+  GEMMA_STATUS_RETURN_IF_ERROR(int4_scratch_.Allocate(static_cast<size_t>(max_elements) * 2));
+  int4_scratch_elements_ = max_elements;
+  return absl::OkStatus();
+}
+
+absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
+  if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
+  if (a.m <= kMaxGemvRows) {
+    for (int row0 = 0; row0 < a.m; row0 += kernels::kW4MaxBatch) {
+      const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
+      const auto it = int4_best_.find({a.n, a.k, rows});
+      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == int4_best_.end() ? -1 : it->second, stream));
+    }
+    return absl::OkStatus();
+  }
+  if (static_cast<int64_t>(a.n) * a.k > int4_scratch_elements_) {
+    return absl::FailedPreconditionError(absl::StrCat("int4 linear: ", a.n, " x ", a.k, " needs ReserveInt4 (have ",
+                                                      int4_scratch_elements_, " elements)"));
+  }
+  kernels::DequantizeW4Params dp;
+  dp.w = static_cast<const uint8_t*>(a.w.data);
+  dp.scales = a.w.w4_scales;
+  dp.out = int4_scratch_.get<__nv_bfloat16>();
+  dp.n = a.n;
+  dp.k = a.k;
+  dp.group = a.w.w4_group;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4(dp, stream));
+  LinearArgs b = a;
+  b.w = DeviceMatrix(int4_scratch_.get<__nv_bfloat16>());
+  return Run(b, stream);
+}
+
+absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
+                                        float* out, cudaStream_t stream) {
+  auto timer = LaunchTimer::Create();
+  if (!timer.ok()) return timer.status();
+  LinearArgs a;
+  a.w = w;
+  a.x = x;
+  a.out_f32 = out;
+  a.m = batch;
+  a.n = n;
+  a.k = k;
+  float best_ms = 1e30f;
+  int best = -1;
+  for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    auto ms = (*timer)->MeanMs([&](int) { return LaunchW4(a, 0, batch, v, stream); }, 10, stream);
+    if (!ms.ok()) return ms.status();
+    if (*ms < best_ms) {
+      best_ms = *ms;
+      best = v;
+    }
+  }
+  int4_best_[{n, k, batch}] = best;
+  return absl::OkStatus();
+}
+
+}  // namespace gemma::cuda
