@@ -11,7 +11,8 @@
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
-#      @512 and @8K; then batched decode at 64 sequences x 2048 with the fp8 KV cache
+#      @512 and @8K; then batched decode at 64 sequences x 2048 with the fp8 KV cache;
+#      both again with --weights fp8 for comparison
 # Logs go to $OUT (default gpu-out); a short table comes last.
 #   BUNDLE=.device/bundle scripts/gpu_int4.sh
 set -uo pipefail
@@ -31,6 +32,11 @@ run bench_int4 90 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --ran
   --skip-gemv --depths 512,8192 --json "$out/bench_int4.json"
 run bench_int4_b64 75 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights int4 \
   --kv-cache-dtype fp8 --skip-gemv --batches 64 --contexts 2048 --json "$out/bench_int4_b64.json"
+# The same two runs with fp8 weights, on the same machine, for comparison.
+run bench_int4_fp8ref 90 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights --weights fp8 \
+  --skip-gemv --depths 512,8192 --json "$out/bench_fp8ref.json"
+run bench_int4_fp8ref_b64 75 "$bundle/bin/gemma-bench" --config tests/data/gemma4-31b --random-weights \
+  --weights fp8 --kv-cache-dtype fp8 --skip-gemv --batches 64 --contexts 2048 --json "$out/bench_fp8ref_b64.json"
 
 echo "==== GPU: $(tail -1 "$out/gpu.txt")"
 cat "$out/status.txt"

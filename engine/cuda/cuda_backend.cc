@@ -124,13 +124,9 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   auto linear_or = cuda::LinearDispatcher::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
-  if (weights->dtype() == WeightDType::kINT4) {
-    // The largest int4 matrix, dequantized for GEMMs of more rows than the GEMV takes.
-    const int64_t h = config.hidden_size;
-    int64_t most = std::max({2 * h * config.intermediate_size, h * MaxQueryWidth(config)});
-    for (const auto& layer : weights->layers()) most = std::max<int64_t>(most, layer.qkv_rows * h);
-    if (lm_head == WeightDType::kINT4) most = std::max<int64_t>(most, h * config.vocab_size);
-    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
+  if (lm_head == WeightDType::kINT4) {
+    // The int4 LM head has no bf16 copy: GEMMs of more rows dequantize it into a scratch.
+    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(int64_t{config.hidden_size} * config.vocab_size));
   }
   if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});

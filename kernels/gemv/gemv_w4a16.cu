@@ -70,7 +70,7 @@ __device__ __forceinline__ void StoreTile(const GemvW4Params& p, const float (&a
 // its four words multiply: 128 s + 32 w + 8 t .. + 7 of x row g.
 // PIPE keeps two register stages so a lane's next loads fly during its MMAs.
 // Persistent launches give every resident block the same number of tiles.
-template <int GS, int RT, int U, int KS, int WARPS, bool PIPE, bool BIAS>
+template <int GS, int RT, int U, int KS, int WARPS, bool PIPE, bool BIAS, bool XLATE>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   static_assert(GS == 32 || GS == 128, "group 32 or 128");
@@ -106,7 +106,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   };
   uint4 wv[kStages][U][RT][2];
   uint32_t sv[kStages][U][RT][2][kScaleWords];
-  uint4 xv[kStages][U][4];
+  // XLATE ("x-" tilings): x is loaded just before the step that multiplies
+  // it (one register stage; it hits L1/L2), so the registers go to weights in flight.
+  constexpr int kXStages = XLATE ? 1 : kStages;
+  uint4 xv[kXStages][U][4];
   auto load = [&](int s, int base) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
         float neg[4];  // -136 * (sum of x over the group(s) so far), per (row, batch) slot
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const uint4& xq = xv[s][u][q];
+          const uint4& xq = xv[XLATE ? 0 : s][u][q];
           if (GS == 32 || q == 0) {
             MmaBf16From(neg, kMinus136, kMinus136, kMinus136, kMinus136, xq.x, xq.y, zero);
           } else {
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
             float part[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-              const uint4& xq = xv[s][u][q];
+              const uint4& xq = xv[XLATE ? 0 : s][u][q];
               const uint32_t aw = (&a.x)[q], bw = (&b.x)[q];
               if (q == 0) {
                 MmaBf16From(part, CodePairBiased(aw, 0), CodePairBiased(bw, 0), CodePairBiased(aw, 1),
@@ -211,7 +214,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
           float part_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int q = 0; q < 4; ++q) {  // word q: 32-group 4 c + q
-            const uint4& xq = xv[s][u][q];
+            const uint4& xq = xv[XLATE ? 0 : s][u][q];
             if constexpr (GS == 32) {
 #pragma unroll
               for (int i = 0; i < 4; ++i) part_acc[i] = 0.0f;
@@ -245,13 +248,21 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
     WaitForPreviousKernel();  // returns at once after the first tile
     AllowDependentLaunch();
     if constexpr (PIPE) {
-      load_x(0, beg);
+      if (!XLATE) load_x(0, beg);
       for (int base = beg; base < end;) {
-        if (base + U < end) load(1, base + U), load_x(1, base + U);
+        if (base + U < end) {
+          load(1, base + U);
+          if (!XLATE) load_x(1, base + U);
+        }
+        if (XLATE) load_x(0, base);
         multiply(0, acc);
         base += U;
         if (base >= end) break;
-        if (base + U < end) load(0, base + U), load_x(0, base + U);
+        if (base + U < end) {
+          load(0, base + U);
+          if (!XLATE) load_x(0, base + U);
+        }
+        if (XLATE) load_x(0, base);
         multiply(1, acc);
         base += U;
       }
@@ -291,9 +302,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   }
 }
 
-template <int GS, int RT, int U, int KS, int WARPS, bool persistent, bool PIPE, bool BIAS>
+template <int GS, int RT, int U, int KS, int WARPS, bool persistent, bool PIPE, bool BIAS, bool XLATE>
 void Launch(const GemvW4Params& p, cudaStream_t stream) {
-  const auto kernel = GemvW4Kernel<GS, RT, U, KS, WARPS, PIPE, BIAS>;
+  const auto kernel = GemvW4Kernel<GS, RT, U, KS, WARPS, PIPE, BIAS, XLATE>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
@@ -312,12 +323,13 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
 }
 
 // One tiling for both group sizes.
-template <int RT, int U, int KS, int WARPS, bool persistent = false, bool PIPE = false, bool BIAS = false>
+template <int RT, int U, int KS, int WARPS, bool persistent = false, bool PIPE = false, bool BIAS = false,
+          bool XLATE = false>
 void LaunchAnyGroup(const GemvW4Params& p, cudaStream_t stream) {
   if (p.group == 32) {
-    Launch<32, RT, U, KS, WARPS, persistent, PIPE, BIAS>(p, stream);
+    Launch<32, RT, U, KS, WARPS, persistent, PIPE, BIAS, XLATE>(p, stream);
   } else {
-    Launch<128, RT, U, KS, WARPS, persistent, PIPE, BIAS>(p, stream);
+    Launch<128, RT, U, KS, WARPS, persistent, PIPE, BIAS, XLATE>(p, stream);
   }
 }
 
@@ -348,6 +360,14 @@ constexpr Tiling kTilings[] = {
     {"b-p-q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, true, true, true>},
     {"b-q-t2u1k4", LaunchAnyGroup<2, 1, 4, 4, false, true, true>},
     {"b-p-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, true, false, true>},
+    // x-: x loaded late (not pipelined): more weight bytes in flight per lane.
+    {"x-q-t1u4k4", LaunchAnyGroup<1, 4, 4, 4, false, true, false, true>},
+    {"x-q-t1u2k4", LaunchAnyGroup<1, 2, 4, 4, false, true, false, true>},
+    {"x-p-q-t1u4k4", LaunchAnyGroup<1, 4, 4, 4, true, true, false, true>},
+    {"x-q-t1u4k8", LaunchAnyGroup<1, 4, 8, 8, false, true, false, true>},
+    {"x-q-t2u2k4", LaunchAnyGroup<2, 2, 4, 4, false, true, false, true>},
+    {"x-b-q-t1u4k4", LaunchAnyGroup<1, 4, 4, 4, false, true, true, true>},
+    {"x-b-p-q-t1u4k4", LaunchAnyGroup<1, 4, 4, 4, true, true, true, true>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 constexpr int kDefaultTiling = 1;

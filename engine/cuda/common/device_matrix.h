@@ -32,6 +32,9 @@ struct DeviceMatrix {
   // layout of kernels/gemv/gemv_w4a16.h, and the group size (32 or 128).
   const __half* w4_scales = nullptr;
   int w4_group = 0;
+  // int4 only, optional: the same values dequantized to bf16 ((u - 8) d
+  // rounded once), which GEMMs of more rows than the GEMV takes read directly.
+  const __nv_bfloat16* w4_bf16 = nullptr;
   static DeviceMatrix Int4(const uint8_t* packed, const __half* scales, int group) {
     DeviceMatrix m;
     m.data = packed;

@@ -55,9 +55,10 @@ class LinearDispatcher {
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
   // int4 (W4A16) weights (linear_int4.cc): the W4A16 GEMV up to
-  // 2 x kW4MaxBatch rows (one launch per 8 rows), else the matrix dequantized
-  // to bf16 into a scratch of `max_elements` (the largest int4 matrix) and
-  // the bf16 GEMM. Call before any Run with int4 weights at more rows.
+  // 2 x kW4MaxBatch rows (one launch per 8 rows), else the bf16 GEMM on the
+  // matrix's dequantized bf16 copy (DeviceMatrix::w4_bf16) or, for a matrix
+  // without one, on the matrix dequantized into a scratch of `max_elements`
+  // (reserve it before such a Run).
   absl::Status ReserveInt4(int64_t max_elements);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.

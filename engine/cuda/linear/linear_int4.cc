@@ -1,8 +1,8 @@
 // LinearDispatcher's int4 (W4A16) path: the tuned W4A16 GEMV for decode batches
-// (one launch per 8 rows up to 16 rows), and for more rows the matrix
-// dequantized to bf16 in a scratch buffer followed by the bf16 path (cuBLASLt):
-// prefill is bound by the GEMM's arithmetic, where the dequantization (one
-// pass over the int4 bytes, writing bf16) is a few percent.
+// (one launch per 8 rows up to 16 rows), and for more rows the bf16 path
+// (cuBLASLt) on the matrix's dequantized bf16 copy (DeviceMatrix::w4_bf16),
+// or, without one (the int4 LM head), the matrix dequantized per call into a
+// scratch buffer.
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/common/launch_timer.h"
 #include "engine/cuda/linear/linear.h"
@@ -51,6 +51,11 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
       GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == int4_best_.end() ? -1 : it->second, stream));
     }
     return absl::OkStatus();
+  }
+  if (a.w.w4_bf16 != nullptr) {  // the dequantized copy made at load time
+    LinearArgs b = a;
+    b.w = DeviceMatrix(a.w.w4_bf16);
+    return Run(b, stream);
   }
   if (static_cast<int64_t>(a.n) * a.k > int4_scratch_elements_) {
     return absl::FailedPreconditionError(absl::StrCat("int4 linear: ", a.n, " x ", a.k, " needs ReserveInt4 (have ",

@@ -113,9 +113,13 @@ TEST_P(Int4FortunesQuality, AgainstGolden) {
   const std::string head = std::string(" (") + std::string(WeightDTypeName(GetParam())) + " LM head)";
   prefill.Print("int4-quality", "fortunes prefill vs float64" + head);
   steps.Print("int4-quality", "fortunes decode vs float64" + head);
+  // Measured on the H200 (2026-12-01, one run, each LM head): row error mean
+  // 0.155-0.176, worst 0.356-0.374 (prefill) and 0.634-0.674 (decode), top-1
+  // agreement 22/25 (prefill) and 52/55 (decode) confident rows.
   for (const Agreement* a : {&prefill, &steps}) {
-    EXPECT_LT(a->mean(), 0.5);
-    EXPECT_GE(a->agree, 0.6 * a->confident);
+    EXPECT_LT(a->mean(), 0.25);
+    EXPECT_LT(a->worst, 0.9);
+    EXPECT_GE(a->agree, 0.8 * a->confident);
   }
 }
 
@@ -179,6 +183,8 @@ TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {
     steps.Print("int4-quality", what + " decode");
     // bf16 noise: activations are rounded to bf16 between kernels, so a
     // different summation order moves a row by a few bf16 ulps (2^-8).
+    // Measured (H200, 2026-12-01): prefill worst 0.0095, decode worst
+    // 0.014 (bf16 head) / 0.019 (int4 head), every confident row agreeing.
     for (const Agreement* a : {&prefill, &steps}) {
       EXPECT_LT(a->worst, 0.03);
       EXPECT_EQ(a->agree, a->confident);
