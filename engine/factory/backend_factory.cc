@@ -34,10 +34,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError("random_weights is supported by the cuda backend only");
   if (options.weights != WeightDType::kBF16)
     return absl::InvalidArgumentError(
-        absl::StrCat("--weights ", WeightDTypeName(options.weights), " is supported by the cuda backend only"));
+        absl::StrCat("--weights ", std::string(WeightDTypeName(options.weights)),
+                     " is supported by the cuda backend only"));
   if (options.lm_head.has_value() && *options.lm_head != WeightDType::kBF16)
     return absl::InvalidArgumentError(
-        absl::StrCat("--lm-head ", WeightDTypeName(*options.lm_head), " is supported by the cuda backend only"));
+        absl::StrCat("--lm-head ", std::string(WeightDTypeName(*options.lm_head)),
+                     " is supported by the cuda backend only"));
   if (options.kv_cache_dtype != KvCacheDType::kBF16)
     return absl::InvalidArgumentError("--kv-cache-dtype fp8 is supported by the cuda backend only");
   if (options.kv_block_size < 1)

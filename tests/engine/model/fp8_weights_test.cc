@@ -117,8 +117,10 @@ TEST_F(Fp8WeightsTest, Fp8NormIsRejected) {
 TEST(WeightDTypeFlagTest, ParsesAndNamesBadValues) {
   EXPECT_EQ(*ParseWeightDType("--weights", "bf16"), WeightDType::kBF16);
   EXPECT_EQ(*ParseWeightDType("--weights", "fp8"), WeightDType::kFP8);
-  EXPECT_ERROR(ParseWeightDType("--weights", "fp16").status(), "--weights must be bf16 or fp8, got 'fp16'");
+  EXPECT_EQ(*ParseWeightDType("--weights", "int4"), WeightDType::kINT4);
+  EXPECT_ERROR(ParseWeightDType("--weights", "fp16").status(), "--weights must be bf16, fp8 or int4, got 'fp16'");
   EXPECT_EQ(WeightDTypeName(WeightDType::kFP8), "fp8");
+  EXPECT_EQ(WeightDTypeName(WeightDType::kINT4), "int4");
 }
 
 TEST(KvCacheDTypeFlagTest, ParsesVllmNamesAndNamesBadValues) {
