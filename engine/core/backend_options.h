@@ -55,8 +55,9 @@ struct BackendOptions {
   std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
   bool random_weights = false;    // cuda only: real shapes, deterministic random weights
   WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 or int4 linear layers
-  // cuda only: the LM head's dtype (an E4M3 copy of the tied embedding, which
-  // itself stays bf16); unset = the same as `weights`. fp8 needs fp8 weights.
+  // cuda only: the LM head's dtype (an E4M3 or Q4_0 copy of the tied
+  // embedding, which itself stays bf16); unset = the same as `weights`, fp8
+  // under int4 weights. fp8 needs fp8 or int4 weights, int4 needs int4.
   std::optional<WeightDType> lm_head;
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda only: fp8 halves the KV bytes
   int max_slots = 8;              // sequences that can be in flight together
