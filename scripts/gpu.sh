@@ -14,6 +14,8 @@
 #                               gemma-loadgen through the server, a SIGTERM drain
 #   attention [token counts]    attention_test, then attention-bench --configs (default 8192,32768,131072)
 #   fp8                         the FP8 weight path: kernels, quality, GEMV bench, gemma-bench --weights fp8
+#   int4                        the int4 (W4A16) weight path: kernels, quality, GEMV bench, gemma-bench
+#                               --weights int4 against --weights fp8
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
 #                               default; RACECHECK=1 adds racecheck), or the engine's use of it (engine)
 #   profile                     read-bw-bench, then a batch-1 decode under nsys when present (WEIGHTS, default fp8)
@@ -37,7 +39,7 @@ binaries() {
   local b
   case "${1:-}" in
     all | test) b="gpu_kernels_test gpu_fp8_kernels_test gpu_fp8_quality_test gpu_backend_test gpu_head_dim_test
-                   gpu_realwidth_test"
+                   gpu_realwidth_test gpu_w4a16_kernels_test gpu_int4_quality_test"
       [[ $1 == all ]] && b+=" gemma-bench" ;;
     bench) b="gemma-bench" ;;
     integration) b="gpu_kernels_test gpu_fp8_kernels_test gpu_fp8_quality_test gpu_backend_test gpu_head_dim_test
@@ -45,6 +47,7 @@ binaries() {
                     gemma-serve gemma-cli gemma-loadgen gemma-generate" ;;
     attention) b="attention_test attention-bench" ;;
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
+    int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
     profile) b="read-bw-bench gemma-bench" ;;
     serve | long-context) b="gemma-serve gemma-cli gemma-loadgen" ;;
@@ -66,6 +69,7 @@ case "$cmd" in
   attention | fp8 | wgmma | profile) source "$here/gpu/kernels.sh" ;;
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
+  int4) source "$here/gpu/int4.sh" ;;
   *) echo "gpu.sh: unknown subcommand '$cmd'" >&2; usage >&2; exit 2 ;;
 esac
 "cmd_${cmd//-/_}" "$@"
