@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "server/prepare_pool.h"
-#include "tests/server/http/http_test_client.h"
+#include "tests/server/http_test_client.h"
 #include "tests/server/server_test_util.h"
 
 namespace gemma::server::testing {

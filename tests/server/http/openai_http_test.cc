@@ -10,7 +10,7 @@
 #include <boost/asio/write.hpp>
 
 #include "gtest/gtest.h"
-#include "tests/server/http/http_test_client.h"
+#include "tests/server/http_test_client.h"
 #include "tests/server/server_test_util.h"
 
 namespace gemma::server::testing {

@@ -1,4 +1,4 @@
-#include "tests/server/http/http_test_client.h"
+#include "tests/server/http_test_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
