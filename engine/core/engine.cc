@@ -115,7 +115,7 @@ absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_even
   if (request.request_id.empty()) request.request_id = absl::StrCat("req-", ++next_request_number_);
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(on_event), tokenizer_, rng_());
   inbox_.push_back(std::move(seq));
-  ++num_waiting_shared_;
+  stats_.waiting = ++num_waiting_shared_;  // Stats() agrees with the count the next Submit checks
   cv_.notify_one();
   return absl::OkStatus();
 }

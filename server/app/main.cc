@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "server/flags.h"
+#include "server/app/flags.h"
 #include "server/ops/json_log.h"
-#include "server/server.h"
+#include "server/app/server.h"
 #include "spdlog/spdlog.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "server/server.h"
+#include "server/app/server.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "server/server.h"
+#include "server/app/server.h"
 
 namespace gemma::server {
 

@@ -1,4 +1,4 @@
-#include "server/flags.h"
+#include "server/app/flags.h"
 
 #include <cstdlib>
 #include <iostream>

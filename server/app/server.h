@@ -32,7 +32,11 @@ struct ServerOptions {
   int port = 50051;                   // 0 = any free port (see port())
   // The model, its backend and their sizes, passed to CreateBackend as they
   // are; max_tokens_per_step is also the engine's chunked-prefill budget.
-  BackendOptions backend{.max_tokens_per_step = 512};
+  BackendOptions backend = [] {
+    BackendOptions b;
+    b.max_tokens_per_step = 512;
+    return b;
+  }();
   int max_queue = 256;
   std::string tokenizer_path;         // empty: the model directory's tokenizer
   std::string chat_template_path;     // empty: the model directory's template
