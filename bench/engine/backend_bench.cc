@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "engine/core/slot_tables.h"
 #include "engine/factory/backend_factory.h"
 #include "engine/factory/model_path.h"
 
@@ -52,28 +53,23 @@ int main(int argc, char** argv) {
   bo.max_slots = max_batch;
   bo.max_context = prompt_len + decode_steps + 1;
   bo.num_threads = threads;
-  // The GPU runs its per-slot caches here: this bench drives slots without
-  // a block manager (the CPU backend is always paged; it gets plain tables).
-  if (backend_name == "cuda" || (backend_name == "auto" && gemma::CudaAvailable())) bo.kv_block_size = 0;
+  // A batch's prompts go in one step: the GPU's sliding pool holds them.
+  bo.max_tokens_per_step = max_batch * prompt_len;
   auto backend = gemma::CreateBackend(bo);
   if (!backend.ok()) {
     std::fprintf(stderr, "gemma-backend-bench: %s\n", backend.status().ToString().c_str());
     return 1;
   }
   const int vocab = (*backend)->config().vocab_size;
-  // Paged backends: each slot gets its own run of blocks (no block manager here).
-  const gemma::KvCacheSpec kv = (*backend)->kv_cache_spec();
-  std::vector<std::vector<int32_t>> blocks(max_batch);
-  if (kv.block_size > 0) {
-    const int per_slot = (bo.max_context + kv.block_size - 1) / kv.block_size;
-    for (int s = 0; s < max_batch; ++s)
-      for (int b = 0; b < per_slot; ++b) blocks[s].push_back(s * per_slot + b);
+  // Block tables as the engine keeps them, one sequence per slot.
+  auto tables = gemma::SlotTables::For(**backend);
+  if (!tables.ok()) {
+    std::fprintf(stderr, "gemma-backend-bench: %s\n", tables.status().ToString().c_str());
+    return 1;
   }
   auto chunk = [&](int slot, std::span<const int32_t> ids, int32_t start) {
     gemma::SequenceChunk c{slot, ids, start, false};
     c.return_logits = true;  // times the forward with its logits copied to the host
-    c.global_blocks = blocks[slot];
-    c.sliding_blocks = blocks[slot];
     return c;
   };
   std::vector<int32_t> prompt(prompt_len);
@@ -83,12 +79,12 @@ int main(int argc, char** argv) {
   for (int batch : batches) {
     std::vector<gemma::SequenceChunk> chunks;
     for (int s = 0; s < batch; ++s) {
-      (*backend)->ResetSlot(s);
+      tables->Reset(s);
       chunks.push_back(chunk(s, prompt, 0));
     }
     gemma::ForwardResult out;
     auto t0 = std::chrono::steady_clock::now();
-    if (auto st = (*backend)->Forward(chunks, {}, &out); !st.ok()) {
+    if (auto st = tables->Forward(**backend, chunks, {}, &out); !st.ok()) {
       std::fprintf(stderr, "prefill failed: %s\n", st.ToString().c_str());
       return 1;
     }
@@ -97,7 +93,7 @@ int main(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < decode_steps; ++step) {
       for (int s = 0; s < batch; ++s) chunks[s] = chunk(s, {&next[s], 1}, prompt_len + step);
-      if (auto st = (*backend)->Forward(chunks, {}, &out); !st.ok()) {
+      if (auto st = tables->Forward(**backend, chunks, {}, &out); !st.ok()) {
         std::fprintf(stderr, "decode failed: %s\n", st.ToString().c_str());
         return 1;
       }

@@ -1,10 +1,12 @@
 // gemma-bench: decode and prefill throughput of the CUDA backend at batch 1,
 // plus the decode GEMV's bandwidth on the model's linear shapes.
 //
-// One sequence is grown by prefill (real forward passes, chunked by the
-// backend) to each depth in turn; at each depth a run of greedy decode steps
-// is timed. Prefill tok/s at depth d = d / (prefill time to reach d), decode
-// steps excluded. Results: a table on stdout and JSON (--json).
+// One sequence is grown by prefill (real forward passes of the backend's pass
+// size, through the paged pools with block tables as the engine keeps them:
+// engine/core/slot_tables.h) to each depth in turn; at each depth a run of
+// greedy decode steps is timed. Prefill tok/s at depth d = d / (prefill time
+// to reach d), decode steps excluded. Results: a table on stdout and JSON
+// (--json).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -20,6 +22,7 @@
 #include "CLI/CLI.hpp"
 #include "bench/engine/batch_decode.h"
 #include "bench/engine/gemv_bench.h"
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "server/dtype_flags.h"
 #include "nlohmann/json.hpp"
@@ -37,7 +40,7 @@ struct Flags {
   WeightDType weights = WeightDType::kBF16;
   std::optional<WeightDType> lm_head;
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;
-  bool random_weights = false, no_length_aware = false, no_autotune = false, no_graphs = false;
+  bool random_weights = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
   std::vector<int> depths = {512, 8192, 32768, 131072};
   std::vector<int> batches;                 // non-empty: the batched paged decode mode
@@ -61,32 +64,46 @@ std::vector<int32_t> PromptTokens(int n, int vocab, uint32_t seed) {
   return ids;
 }
 
-// Prefill chunk sizes of every attention shape bucket, then one full pass
-// (its own attention bucket and GEMM shape when the pass size is not a power
-// of two), so autotuning happens here and not inside the timed region.
-absl::Status WarmUp(CudaBackend& b, int chunk_tokens) {
-  int pos = 0;
-  ForwardResult next;
-  std::vector<int> sizes;
-  for (int n = 64; n < chunk_tokens; n *= 2) sizes.push_back(n);
-  sizes.push_back(chunk_tokens);
-  for (int n : sizes) {
-    if (pos + n >= b.max_context() - 8) break;
-    auto ids = PromptTokens(n, b.config().vocab_size, n);
-    SequenceChunk c{0, ids, pos, false};
-    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
-    pos += n;
+// Slot 0's next `ids`, in forward passes of at most the backend's pass size
+// (the sliding pool holds one pass beside the window, as for the engine's
+// steps). The backend would cut one long chunk at the same positions.
+absl::Status Prefill(CudaBackend& b, SlotTables& tables, std::span<const int32_t> ids, ForwardResult* next) {
+  for (size_t at = 0; at < ids.size(); at += b.chunk_tokens()) {
+    SequenceChunk c{0, ids.subspan(at, std::min<size_t>(b.chunk_tokens(), ids.size() - at)), tables.length(0),
+                    false};
+    if (auto st = tables.Forward(b, {&c, 1}, {}, next); !st.ok()) return st;
   }
-  for (int s = 0; s < 3; ++s) {
-    int32_t id = next.next_ids[0];
-    SequenceChunk c{0, {&id, 1}, pos++, false};
-    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
-  }
-  b.ResetSlot(0);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& f) {
+// One greedy decode step of slot 0 after `next`.
+absl::Status DecodeStep(CudaBackend& b, SlotTables& tables, ForwardResult* next) {
+  int32_t id = next->next_ids[0];
+  SequenceChunk c{0, {&id, 1}, tables.length(0), false};
+  return tables.Forward(b, {&c, 1}, {}, next);
+}
+
+// Prefill chunk sizes of every attention shape bucket, then one full pass
+// (its own attention bucket and GEMM shape when the pass size is not a power
+// of two), so autotuning happens here and not inside the timed region.
+absl::Status WarmUp(CudaBackend& b, SlotTables& tables) {
+  ForwardResult next;
+  std::vector<int> sizes;
+  for (int n = 64; n < b.chunk_tokens(); n *= 2) sizes.push_back(n);
+  sizes.push_back(b.chunk_tokens());
+  for (int n : sizes) {
+    if (tables.length(0) + n >= b.max_context() - 8) break;
+    auto ids = PromptTokens(n, b.config().vocab_size, n);
+    if (auto st = Prefill(b, tables, ids, &next); !st.ok()) return st;
+  }
+  for (int s = 0; s < 3; ++s) {
+    if (auto st = DecodeStep(b, tables, &next); !st.ok()) return st;
+  }
+  tables.Reset(0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, SlotTables& tables, const Flags& f) {
   std::vector<DepthResult> results;
   int pos = 0;
   double prefill_s = 0;
@@ -95,9 +112,8 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
   for (int depth : f.depths) {
     if (depth <= pos) continue;
     auto ids = PromptTokens(depth - pos, b.config().vocab_size, depth);
-    SequenceChunk c{0, ids, pos, false};
     const auto t0 = Clock::now();
-    if (auto st = b.Forward({&c, 1}, {}, &next); !st.ok()) return st;
+    if (auto st = Prefill(b, tables, ids, &next); !st.ok()) return st;
     prefill_s += Seconds(t0, Clock::now());
     pos = depth;
     DepthResult r;
@@ -109,9 +125,8 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, const Flags& 
         start = Clock::now();
         cudaProfilerStart();  // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
       }
-      int32_t id = next.next_ids[0];
-      SequenceChunk d{0, {&id, 1}, pos++, false};
-      if (auto st = b.Forward({&d, 1}, {}, &next); !st.ok()) return st;
+      if (auto st = DecodeStep(b, tables, &next); !st.ok()) return st;
+      ++pos;
     }
     const double secs = Seconds(start, Clock::now());
     cudaProfilerStop();
@@ -173,14 +188,12 @@ int Run(const Flags& f) {
   if (f.no_autotune) setenv("GEMMA_AUTOTUNE", "0", 1);
   if (!f.batches.empty()) return RunBatches(f);
   BackendOptions o = BaseOptions(f);
-  o.max_slots = 1;
-  o.kv_block_size = 0;  // one sequence driven by slot: the per-slot cache
+  o.max_slots = 1;  // one sequence, through the paged pools
   const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
   o.max_context = max_depth + static_cast<int>(f.depths.size()) * (f.decode_tokens + 2) + 16;
   o.use_cuda_graphs = !f.no_graphs;
   CudaTuning t;
   t.autotune_gemv = !f.no_autotune;
-  t.length_aware = !f.no_length_aware;
   t.max_chunk_tokens = f.chunk_tokens;
   const auto t0 = Clock::now();
   auto backend = CreateCudaBackendWithTuning(o, t);
@@ -194,11 +207,16 @@ int Run(const Flags& f) {
     return 1;
   }
   const double load_s = Seconds(t0, Clock::now());
-  if (auto st = WarmUp(b, b.chunk_tokens()); !st.ok()) {
+  auto tables = SlotTables::For(b);
+  if (!tables.ok()) {
+    spdlog::error("{}", tables.status().ToString());
+    return 1;
+  }
+  if (auto st = WarmUp(b, *tables); !st.ok()) {
     spdlog::error("warm-up: {}", st.ToString());
     return 1;
   }
-  auto results = RunDepths(b, f);
+  auto results = RunDepths(b, *tables, f);
   if (!results.ok()) {
     spdlog::error("{}", results.status().ToString());
     return 1;
@@ -217,8 +235,8 @@ int Run(const Flags& f) {
   j["random_weights"] = f.random_weights;
   j["weights"] = std::string(WeightDTypeName(f.weights));
   j["graphs"] = !f.no_graphs;
-  j["length_aware"] = !f.no_length_aware;
   j["autotune"] = !f.no_autotune;
+  j["kv_cache"] = "paged";
   j["weights_gb"] = b.weight_bytes() / 1e9;
   j["kv_cache_gb"] = b.kv_cache_bytes() / 1e9;
   j["gpu_memory_used_gib"] = used_gib;
@@ -232,9 +250,9 @@ int Run(const Flags& f) {
     j["gemv"].push_back({{"n", g.n}, {"k", g.k}, {"variant", g.variant}, {"us", g.us}, {"tb_s", g.tb_s}});
   if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
 
-  std::printf("\ngemma-bench on %s (%s, graphs %s, length-aware %s, autotune %s, chunk %d)\n", prop.name,
+  std::printf("\ngemma-bench on %s (%s, graphs %s, paged KV, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
-              f.no_length_aware ? "off" : "on", f.no_autotune ? "off" : "on", b.chunk_tokens());
+              f.no_autotune ? "off" : "on", b.chunk_tokens());
   const std::string dtype(WeightDTypeName(f.weights));
   std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
               b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
@@ -257,7 +275,6 @@ int main(int argc, char** argv) {
   app.add_flag("--random-weights", f.random_weights, "deterministic random weights at the config's shape");
   gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
   gemma::AddKvCacheDTypeFlag(app, &f.kv_cache_dtype);
-  app.add_flag("--no-length-aware", f.no_length_aware, "attention sweeps the whole KV capacity");
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
   app.add_flag("--skip-gemv", f.skip_gemv, "skip the GEMV bandwidth table");

@@ -64,7 +64,7 @@ struct BackendOptions {
   int max_context = 4096;         // tokens per sequence (capped by the model's max)
   int num_threads = 0;            // cpu: 0 = all cores
   bool use_cuda_graphs = true;    // cuda: replay the captured decode step
-  int kv_block_size = 16;         // tokens per KV block; cuda: 0 = per-slot caches
+  int kv_block_size = 16;         // tokens per KV block (a power of two)
   // Blocks per pool; 0 = cpu: max_slots full contexts, cuda: sized from free
   // GPU memory (cuda: the global pool; the sliding pool holds every slot's window).
   int num_kv_blocks = 0;

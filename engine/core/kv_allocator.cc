@@ -104,10 +104,9 @@ class PagedAllocator final : public KvAllocator {
 
 }  // namespace
 
-std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tokens) {
-  const KvCacheSpec spec = backend->kv_cache_spec();
-  if (spec.block_size <= 0) return std::make_unique<SlotAllocator>(backend);
-  const ModelConfig& config = backend->config();
+KvBlockConfig KvBlockConfigOf(const Backend& backend) {
+  const KvCacheSpec spec = backend.kv_cache_spec();
+  const ModelConfig& config = backend.config();
   bool any_sliding = false, any_global = false;
   for (const LayerSpec& l : config.layers) (l.is_global() ? any_global : any_sliding) = true;
   KvBlockConfig kv;
@@ -115,7 +114,12 @@ std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tok
   kv.sliding_window = any_sliding ? config.sliding_window : 0;
   kv.num_global_blocks = any_global ? spec.num_global_blocks : 0;
   kv.num_sliding_blocks = any_sliding ? spec.num_sliding_blocks : 0;
-  return std::make_unique<PagedAllocator>(backend, kv, max_chunk_tokens);
+  return kv;
+}
+
+std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tokens) {
+  if (backend->kv_cache_spec().block_size <= 0) return std::make_unique<SlotAllocator>(backend);
+  return std::make_unique<PagedAllocator>(backend, KvBlockConfigOf(*backend), max_chunk_tokens);
 }
 
 }  // namespace gemma

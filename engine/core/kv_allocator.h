@@ -50,4 +50,8 @@ class KvAllocator {
 // `max_chunk_tokens`: the most tokens one sequence computes in a step.
 std::unique_ptr<KvAllocator> MakeKvAllocator(Backend* backend, int max_chunk_tokens);
 
+// The block manager's view of a paged backend's pools (a pool the model has
+// no layer for counts as absent). REQUIRES: backend.kv_cache_spec().block_size > 0.
+KvBlockConfig KvBlockConfigOf(const Backend& backend);
+
 }  // namespace gemma

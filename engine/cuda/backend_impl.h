@@ -34,7 +34,6 @@ struct CudaBackend::Impl {
   ModelConfig config;
   int max_context = 0;
   int chunk_tokens = 0;
-  bool paged = false;  // block pools driven by the engine's tables, else per-slot caches
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::DeviceWeights> weights;
   cuda::KvCache cache;
@@ -44,7 +43,6 @@ struct CudaBackend::Impl {
   std::set<int> decode_ran_eagerly;  // batch sizes safe to capture
   DeviceBuffer host_meta, host_logits, host_ids;  // pinned
   DeviceBuffer host_sample_rows, sample_rows, sample_ids;  // per logits row
-  std::vector<int> lengths;                       // cached tokens per slot
 
   ~Impl() {
     if (stream) {
@@ -77,10 +75,6 @@ struct CudaBackend::Impl {
   absl::Status EnqueueDecode(int batch);
   absl::Status Collect(const cuda::PassPlan& plan, int begin, int count, const int32_t* device_ids,
                        const PassOutput& want);
-  void Commit(std::span<const SequenceChunk> chunks) {
-    if (paged) return;
-    for (const SequenceChunk& c : chunks) lengths[c.slot] += static_cast<int>(c.token_ids.size());
-  }
 };
 
 }  // namespace gemma

@@ -91,15 +91,12 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   if (o.max_context < 1) return absl::InvalidArgumentError("cuda: max_context must be >= 1");
   if (t.max_chunk_tokens < 0)
     return absl::InvalidArgumentError(absl::StrCat("cuda: max_chunk_tokens must be >= 0, got ", t.max_chunk_tokens));
-  if (o.kv_block_size < 0 || (o.kv_block_size & (o.kv_block_size - 1)) != 0)
+  if (o.kv_block_size < 1 || (o.kv_block_size & (o.kv_block_size - 1)) != 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("kv_block_size must be 0 (per-slot caches) or a power of two, got ", o.kv_block_size));
+        absl::StrCat("cuda: kv_block_size must be a power of two, got ", o.kv_block_size));
   if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
     return absl::InvalidArgumentError(
         absl::StrCat("gpu_memory_utilization must be in (0, 1], got ", o.gpu_memory_utilization));
-  paged = o.kv_block_size > 0;
-  if (paged && !t.length_aware)
-    return absl::InvalidArgumentError("cuda: a paged KV cache is always read length-aware (use kv_block_size 0)");
   // int4 weights keep an fp8 LM head by default (vLLM leaves it unquantized;
   // fp8 halves the largest matrix a decode step reads).
   const WeightDType lm_head = o.lm_head.value_or(o.weights == WeightDType::kINT4 ? WeightDType::kFP8 : o.weights);
@@ -115,12 +112,6 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   if (lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);
   chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
-  if (!paged) {
-    auto cache_or = cuda::KvCache::Create(config, o.max_slots, max_context, chunk_tokens,
-                                          o.kv_cache_dtype == KvCacheDType::kFP8);
-    if (!cache_or.ok()) return cache_or.status();
-    cache = std::move(*cache_or);
-  }
   auto linear_or = cuda::LinearDispatcher::Create(t.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
@@ -140,11 +131,11 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   const int64_t min_rows = std::max(o.max_slots, kernels::kGemvMaxBatch);
   const int logit_rows = static_cast<int>(
       std::clamp<int64_t>(by_memory, min_rows, std::max<int64_t>(chunk_tokens, min_rows)));
-  // Paged: every sequence's global and sliding tables for a full context.
-  const int table_entries = paged ? 2 * o.max_slots * ((max_context + o.kv_block_size - 1) / o.kv_block_size) : 0;
+  // Every sequence's global and sliding tables for a full context.
+  const int table_entries = 2 * o.max_slots * ((max_context + o.kv_block_size - 1) / o.kv_block_size);
   auto forward_or = cuda::ModelForward::Create(config, weights.get(), &cache, linear.get(), chunk_tokens,
                                              o.max_slots, std::max(logit_rows, 1), t.decode_splits,
-                                             t.length_aware, EmbedScale(config, t), table_entries);
+                                             EmbedScale(config, t), table_entries);
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
   const auto& layout = forward->layout();
@@ -156,28 +147,21 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(host_sample_rows.Allocate(sample_rows_bytes, true));
   GEMMA_STATUS_RETURN_IF_ERROR(sample_rows.Allocate(sample_rows_bytes));
   GEMMA_STATUS_RETURN_IF_ERROR(sample_ids.Allocate(forward->max_logit_rows() * sizeof(int32_t)));
-  lengths.assign(o.max_slots, 0);
   if (t.autotune_gemv) {
     cuda::LinearTuner tuner(*linear, stream);
     GEMMA_STATUS_RETURN_IF_ERROR(tuner.Run(LinearMatrices(config, *weights), o.max_slots,
                                            std::min(o.max_slots, chunk_tokens), config.final_logit_softcap));
   }
-  if (paged) {
-    // Last, so the pool gets what weights, activations and tuning left.
-    GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
-    if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
-    GEMMA_STATUS_RETURN_IF_ERROR(WarmUpPrefill());
-    spdlog::info("cuda: ready: {} weights {:.2f} GB, paged {} KV cache {:.2f} GB (block {} tokens: {} global "
-                 "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
-                 WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
-                 cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
-                 static_cast<int64_t>(cache.num_global_blocks()) * cache.block_size(),
-                 cache.num_sliding_blocks(), o.max_slots, max_context, chunk_tokens);
-    return absl::OkStatus();
-  }
-  spdlog::info("cuda: ready: {} weights {:.2f} GB, {} KV cache {:.2f} GB ({} slots x {} tokens), chunk {}",
+  // Last, so the pool gets what weights, activations and tuning left.
+  GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
+  if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
+  GEMMA_STATUS_RETURN_IF_ERROR(WarmUpPrefill());
+  spdlog::info("cuda: ready: {} weights {:.2f} GB, paged {} KV cache {:.2f} GB (block {} tokens: {} global "
+               "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
                WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
-               cache.bytes() / 1e9, o.max_slots, max_context, chunk_tokens);
+               cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
+               static_cast<int64_t>(cache.num_global_blocks()) * cache.block_size(), cache.num_sliding_blocks(),
+               o.max_slots, max_context, chunk_tokens);
   return absl::OkStatus();
 }
 
@@ -200,13 +184,10 @@ std::optional<size_t> CudaBackend::device_memory_used_bytes() const {
 }
 
 KvCacheSpec CudaBackend::kv_cache_spec() const {
-  if (!impl_->paged) return {};
   return {impl_->cache.block_size(), impl_->cache.num_global_blocks(), impl_->cache.num_sliding_blocks()};
 }
 
-void CudaBackend::ResetSlot(int slot) {
-  if (slot >= 0 && slot < max_slots()) impl_->lengths[slot] = 0;
-}
+void CudaBackend::ResetSlot(int) {}  // the engine's block manager owns the KV
 
 absl::Status CudaBackend::Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                   ForwardResult* result) {

@@ -1,11 +1,10 @@
 // The CUDA backend: Gemma 4 on one NVIDIA GPU in bf16. Weights are uploaded
 // once (or generated at the real shape for benchmarks). The KV cache is
-// paged (kv_block_size > 0: block pools sized from free memory, the engine's
-// block tables say where each position lives) or per slot (kv_block_size 0:
-// global layers hold max_context positions, sliding layers a ring); long
-// chunks run as passes of at most max_chunk_tokens; decode steps replay a
-// CUDA graph per batch size (paged: per bucket 1, 2, 4, ..., captured at
-// start-up).
+// paged: block pools sized from free memory, the engine's block tables say
+// where each position lives (code that drives the backend without the
+// engine takes its tables from engine/core/slot_tables.h). Long chunks run
+// as passes of at most max_chunk_tokens; decode steps replay a CUDA graph
+// per batch bucket (1, 2, 4, ..., captured at start-up).
 //
 // Thread-safety: like every Backend, called only from the engine's thread.
 #pragma once
@@ -23,7 +22,7 @@ namespace gemma {
 
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
-  // Tokens per pass; sizes the sliding rings. 0: about 2048, rounded so a
+  // Tokens per pass; bounds the activations. 0: about 2048, rounded so a
   // global layer's prefill attention fills whole waves of the GPU (see
   // AutoChunkTokens in cuda_backend.cc).
   int max_chunk_tokens = 0;
@@ -31,7 +30,6 @@ struct CudaTuning {
   // Time the GEMV tilings per shape at start, and the cuBLASLt algorithms of
   // full-size prefill passes at first use.
   bool autotune_gemv = true;
-  bool length_aware = true;     // false: attention sweeps the whole capacity
   // The embedding is scaled by sqrt(H) in the compute dtype: bf16(sqrt(H))
   // for bf16 serving (73.5 at H = 5376). The fixtures' float64 references use
   // it unrounded; parity tests ask for that (it matters only when sqrt(H) is

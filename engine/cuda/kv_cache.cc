@@ -13,7 +13,7 @@ absl::Status KvCache::Allocate(const ModelConfig& config, const std::vector<size
   }
   const size_t element = fp8_ ? 1 : sizeof(__nv_bfloat16);
   GEMMA_STATUS_RETURN_IF_ERROR(buffer_.Allocate(total * element));
-  // Unwritten positions are never read (kernels are length-aware), but a
+  // Unwritten rows are never read (tables name only written blocks), but a
   // defined start keeps any bug reproducible.
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(buffer_.get(), 0, buffer_.bytes()));
   uint8_t* base = buffer_.get<uint8_t>();
@@ -26,36 +26,12 @@ absl::Status KvCache::Allocate(const ModelConfig& config, const std::vector<size
   return absl::OkStatus();
 }
 
-absl::StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int num_slots, int max_context,
-                                        int max_chunk_tokens, bool fp8) {
-  KvCache cache;
-  cache.fp8_ = fp8;
-  cache.num_slots_ = num_slots;
-  std::vector<size_t> rows;
-  for (const LayerSpec& s : config.layers) {
-    LayerKv kv;
-    if (s.is_global()) {
-      kv.capacity = max_context;
-    } else {
-      // Sized by the window and the pass, never by the context (attention.h
-      // requires capacity >= window + max_q_len - 1).
-      kv.capacity = config.sliding_window + max_chunk_tokens - 1;
-      kv.ring = true;
-    }
-    cache.layers_.push_back(kv);
-    rows.push_back(static_cast<size_t>(num_slots) * kv.capacity);
-  }
-  GEMMA_STATUS_RETURN_IF_ERROR(cache.Allocate(config, rows));
-  return cache;
-}
-
 absl::StatusOr<KvCache> KvCache::CreatePaged(const ModelConfig& config, int block_size,
                                              int num_global_blocks, int num_sliding_blocks, bool fp8) {
   if (block_size <= 0 || (block_size & (block_size - 1)) != 0)
     return absl::InvalidArgumentError(absl::StrCat("kv_block_size must be a power of two, got ", block_size));
   KvCache cache;
   cache.fp8_ = fp8;
-  cache.num_slots_ = 1;
   cache.block_size_ = block_size;
   cache.num_global_blocks_ = num_global_blocks;
   cache.num_sliding_blocks_ = num_sliding_blocks;

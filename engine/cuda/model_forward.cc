@@ -12,7 +12,7 @@
 namespace gemma::cuda {
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear,
-    int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, bool length_aware, float embed_scale,
+    int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, float embed_scale,
     int max_table_entries) {
   std::unique_ptr<ModelForward> r(new ModelForward());
   r->config_ = &config;
@@ -22,7 +22,6 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   r->layout_ = MetadataLayout::For(max_tokens, max_seqs, max_table_entries);
   r->max_logit_rows_ = max_logit_rows;
   r->decode_splits_ = decode_splits;
-  r->length_aware_ = length_aware;
   r->embed_scale_ = embed_scale;
   int device = 0;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -138,10 +137,9 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   rp.num_kv_heads = s.num_kv_heads;
   rp.head_dim = s.head_dim;
   rp.k_eq_v = s.k_eq_v;
-  rp.num_slots = cache_->num_slots();
+  rp.num_slots = 1;  // a pool is one run of num_blocks * block_size rows
   rp.capacity = kv.capacity;
-  rp.ring = kv.ring;
-  if (cache_->paged()) rp.kv_rows = meta(s.is_global() ? layout_.kv_row_global : layout_.kv_row_sliding);
+  rp.kv_rows = meta(s.is_global() ? layout_.kv_row_global : layout_.kv_row_sliding);
   rp.rope_pairs = s.rope_pairs;
   rp.rope_theta = s.rope_theta;
   rp.eps = c.rms_norm_eps;
@@ -153,9 +151,8 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.k_cache = kv.k;
   ap.v_cache = kv.v;
   ap.kv_fp8 = cache_->fp8();
-  ap.num_slots = cache_->num_slots();
+  ap.num_slots = 1;
   ap.capacity = kv.capacity;
-  ap.ring = kv.ring;
   ap.num_heads = c.num_heads;
   ap.num_kv_heads = s.num_kv_heads;
   ap.head_dim = s.head_dim;
@@ -166,15 +163,10 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.q_offsets = meta(layout_.q_offsets);
   ap.q_pos0 = meta(layout_.q_pos0);
   ap.max_q_len = shape.max_q_len;
-  ap.length_aware = length_aware_;
-  if (cache_->paged()) {
-    ap.block_tables = meta(layout_.tables);
-    ap.table_offsets = meta(s.is_global() ? layout_.global_table_offsets : layout_.sliding_table_offsets);
-    ap.block_size = cache_->block_size();
-    ap.num_blocks = kv.num_blocks;
-    ap.ring = false;
-    ap.length_aware = true;
-  }
+  ap.block_tables = meta(layout_.tables);
+  ap.table_offsets = meta(s.is_global() ? layout_.global_table_offsets : layout_.sliding_table_offsets);
+  ap.block_size = cache_->block_size();
+  ap.num_blocks = kv.num_blocks;
   if (shape.max_q_len == 1) {
     return KernelStatus(kernels::LaunchDecodeAttention(
         ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));

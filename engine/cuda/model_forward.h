@@ -30,16 +30,15 @@ class ModelForward {
  public:
   // `max_tokens` and `max_seqs` bound a pass; `max_logit_rows` one EnqueueLogits call;
   // `decode_splits` > 0 overrides the decode attention split count;
-  // `length_aware` false makes attention sweep the whole capacity (benchmarks);
-  // `max_table_entries` > 0 sizes the block tables of a pass (a paged cache,
-  // which may be created after this object).
+  // `max_table_entries` sizes the block tables of a pass (the pools in
+  // `cache` may be created after this object).
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearDispatcher* linear,
                                                              int max_tokens, int max_seqs,
                                                              int max_logit_rows,
-                                                             int decode_splits, bool length_aware,
-                                                             float embed_scale, int max_table_entries);
+                                                             int decode_splits, float embed_scale,
+                                                             int max_table_entries);
 
   const MetadataLayout& layout() const { return layout_; }
   int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block
@@ -77,7 +76,6 @@ class ModelForward {
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice
-  bool length_aware_ = true;
   float embed_scale_ = 1.0f;
   int num_sms_ = 1;
   int max_qkv_rows_ = 0;

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/backend_impl.h"
 #include "spdlog/spdlog.h"
-#include "kernels/gemv/gemv.h"
 #include "kernels/sampling/sample.h"
 
 namespace gemma {
@@ -21,16 +20,12 @@ absl::Status CudaBackend::Impl::Validate(std::span<const SequenceChunk> chunks) 
     if (!seen.insert(c.slot).second)
       return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, " appears twice"));
     if (c.token_ids.empty()) return absl::InvalidArgumentError("cuda: empty chunk");
-    if (paged) {
-      if (c.start_position < 0)
-        return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, ": start_position ", c.start_position));
-    } else if (c.start_position != lengths[c.slot])
-      return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, " holds ", lengths[c.slot],
-                                                     " tokens, chunk starts at ", c.start_position));
+    if (c.start_position < 0)
+      return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, ": start_position ", c.start_position));
     if (c.start_position + static_cast<int64_t>(c.token_ids.size()) > max_context)
       return absl::OutOfRangeError(absl::StrCat("cuda: slot ", c.slot, " would exceed max_context ",
                                                 max_context));
-    if (paged) GEMMA_STATUS_RETURN_IF_ERROR(ValidateTables(c));
+    GEMMA_STATUS_RETURN_IF_ERROR(ValidateTables(c));
     for (int32_t id : c.token_ids) {
       if (id < 0 || id >= config.vocab_size)
         return absl::InvalidArgumentError(absl::StrCat("cuda: token id ", id, " out of range"));
@@ -53,12 +48,11 @@ absl::Status CudaBackend::Impl::EnqueueDecode(int batch) {
 
 absl::Status CudaBackend::Impl::RunPass(cuda::PassPlan& plan, const PassOutput& want) {
   const int rows = plan.num_real_rows();
-  // Decode passes whose rows are exactly the batch can replay a graph (slot
-  // caches: the GEMV batch sizes; paged: every bucket, padded).
-  const bool graph_pass = plan.is_decode() && rows == plan.num_tokens() &&
-                          (paged || plan.num_tokens() <= kernels::kGemvMaxBatch);
+  // Decode passes whose rows are exactly the batch replay the graph of their
+  // bucket, padded.
+  const bool graph_pass = plan.is_decode() && rows == plan.num_tokens();
   int batch = plan.num_tokens();
-  if (graph_pass && paged && options.use_cuda_graphs) {
+  if (graph_pass && options.use_cuda_graphs) {
     batch = DecodeBucket(batch);
     plan.PadDecodeTo(batch);
   }
@@ -140,7 +134,6 @@ absl::Status CudaBackend::Impl::ForwardLogits(std::span<const SequenceChunk> chu
   for (cuda::PassPlan& plan : cuda::PlanPasses(chunks, chunk_tokens, cache.block_size())) {
     GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
   }
-  Commit(chunks);
   result->next_ids.clear();
   if (!argmax) return absl::OkStatus();
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -161,7 +154,6 @@ absl::Status CudaBackend::Impl::ForwardIds(std::span<const SequenceChunk> chunks
   for (cuda::PassPlan& plan : cuda::PlanPasses(last_only, chunk_tokens, cache.block_size())) {
     GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, w));
   }
-  Commit(chunks);
   return absl::OkStatus();
 }
 

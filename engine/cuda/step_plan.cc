@@ -23,13 +23,11 @@ MetadataLayout MetadataLayout::For(int max_tokens, int max_seqs, int max_table_e
   l.q_pos0 = take(max_seqs);
   l.logit_rows = take(max_tokens);
   l.max_table_entries = max_table_entries;
-  if (max_table_entries > 0) {
-    l.kv_row_global = take(max_tokens);
-    l.kv_row_sliding = take(max_tokens);
-    l.global_table_offsets = take(max_seqs);
-    l.sliding_table_offsets = take(max_seqs);
-    l.tables = take(max_table_entries);
-  }
+  l.kv_row_global = take(max_tokens);
+  l.kv_row_sliding = take(max_tokens);
+  l.global_table_offsets = take(max_seqs);
+  l.sliding_table_offsets = take(max_seqs);
+  l.tables = take(max_table_entries);
   l.total = at;
   return l;
 }
@@ -63,7 +61,6 @@ int PassPlan::WriteTo(const MetadataLayout& l, int32_t* block) const {
   put(l.q_offsets, q_offsets);
   put(l.q_pos0, q_pos0);
   put(l.logit_rows, logit_rows);
-  if (l.max_table_entries == 0) return l.logit_rows + num_tokens();
   put(l.kv_row_global, kv_row_global);
   put(l.kv_row_sliding, kv_row_sliding);
   put(l.global_table_offsets, global_table_offsets);
@@ -119,22 +116,18 @@ std::vector<PassPlan> PlanPasses(std::span<const SequenceChunk> chunks, int max_
       const int begin = plan.num_tokens();
       plan.seq_slot.push_back(c.slot);
       plan.q_pos0.push_back(c.start_position + done[i]);
-      if (block_size > 0) {
-        const int entries = (c.start_position + done[i] + take + block_size - 1) / block_size;
-        plan.global_table_offsets.push_back(static_cast<int32_t>(plan.tables.size()));
-        AppendTable(c.global_blocks, entries, &plan.tables);
-        plan.sliding_table_offsets.push_back(static_cast<int32_t>(sliding_tables.size()));
-        AppendTable(c.sliding_blocks, entries, &sliding_tables);
-      }
+      const int entries = (c.start_position + done[i] + take + block_size - 1) / block_size;
+      plan.global_table_offsets.push_back(static_cast<int32_t>(plan.tables.size()));
+      AppendTable(c.global_blocks, entries, &plan.tables);
+      plan.sliding_table_offsets.push_back(static_cast<int32_t>(sliding_tables.size()));
+      AppendTable(c.sliding_blocks, entries, &sliding_tables);
       for (int j = 0; j < take; ++j) {
         const int pos = c.start_position + done[i] + j;
         plan.token_ids.push_back(c.token_ids[done[i] + j]);
         plan.positions.push_back(pos);
         plan.token_slot.push_back(c.slot);
-        if (block_size > 0) {
-          plan.kv_row_global.push_back(RowOf(c.global_blocks, pos, block_size));
-          plan.kv_row_sliding.push_back(RowOf(c.sliding_blocks, pos, block_size));
-        }
+        plan.kv_row_global.push_back(RowOf(c.global_blocks, pos, block_size));
+        plan.kv_row_sliding.push_back(RowOf(c.sliding_blocks, pos, block_size));
         if (c.all_logits) {
           plan.logit_rows.push_back(begin + j);
           plan.dest_rows.push_back(first[i] + done[i] + j);

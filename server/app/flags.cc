@@ -41,14 +41,14 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--kv-block-size", s.backend.kv_block_size,
-                 "tokens per KV cache block (a power of two; cuda: 0 = one fixed cache per sequence)")
+                 "tokens per KV cache block (a power of two)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             const long n = std::strtol(v.c_str(), nullptr, 10);
-            if (n < 0 || n > 1024 || (n & (n - 1)) != 0) return "must be 0 or a power of two up to 1024, got " + v;
+            if (n < 1 || n > 1024 || (n & (n - 1)) != 0) return "must be a power of two up to 1024, got " + v;
             return "";
           },
-          "0|POW2"))
+          "POW2"))
       ->capture_default_str();
   app.add_option("--num-kv-blocks", s.backend.num_kv_blocks,
                  "KV blocks in the pool (cuda: the global-layer pool); 0 = sized from memory")

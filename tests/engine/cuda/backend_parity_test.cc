@@ -1,7 +1,8 @@
 // The CUDA backend against the fixtures' float64 references: prefill logits
 // at every prompt position, step logits while feeding the golden greedy
 // tokens back, greedy tokens up to the first low-margin step; passes smaller
-// than the prompt (ring wrap-around); graphs on/off; batched vs single.
+// than the prompt (sliding blocks released and reused); graphs on/off;
+// batched vs single. Block tables as the engine keeps them (SlotTables).
 //
 // The references scale the embedding by sqrt(H) unrounded (float64 compute),
 // so these backends do too (CudaTuning::exact_embed_scale). tiny-random is a
@@ -11,7 +12,7 @@
 // (no attention mixing) lands at 0.022-0.026 and later rows drift to ~1.5.
 // So tiny-random gets 5e-2 at position 0 and a sanity bound after; the
 // trained fortunes model holds 2e-2 at every position, and a 300-token
-// fortunes sequence (several sliding windows, ring wrap-around) is checked
+// fortunes sequence (several sliding windows) is checked
 // against the fp32 CPU backend.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "tests/common/gpu_test_util.h"
 #include "tests/engine/cuda/golden.h"
@@ -61,7 +63,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, bool graphs, in
   o.model_dir = dir;
   o.max_slots = 4;
   o.max_context = 512;
-  o.kv_block_size = 0;  // slot caches: these tests drive slots directly
+  o.max_tokens_per_step = o.max_context;  // whole prompts in one Forward: the sliding pool holds them
   o.use_cuda_graphs = graphs;
   CudaTuning t;
   t.max_chunk_tokens = chunk;
@@ -99,13 +101,15 @@ double ExpectRowsClose(const float* got, const float* ref, int rows, int vocab, 
 void CheckParity(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& golden, const Fixture& f) {
   const char* name = f.name;
   const int vocab = b.config().vocab_size;
+  auto tables = SlotTables::For(b);
+  ASSERT_TRUE(tables.ok()) << tables.status();
   for (size_t p = 0; p < golden.size(); ++p) {
     const auto& g = golden[p];
     const std::string tag = std::string(name) + " prompt " + std::to_string(p);
-    b.ResetSlot(1);
+    tables->Reset(1);
     ForwardResult out;
     SequenceChunk c{1, g.ids, 0, true};
-    ASSERT_TRUE(b.Forward({&c, 1}, {}, &out).ok());
+    ASSERT_TRUE(tables->Forward(b, {&c, 1}, {}, &out).ok());
     ASSERT_EQ(g.prefill_logits.size(), out.logits.size());
     double worst_prefill = ExpectRowsClose(out.logits.data(), g.prefill_logits.data(), int(g.ids.size()),
                                            vocab, 0, f, tag + " prefill");
@@ -122,7 +126,7 @@ void CheckParity(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& gold
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk d{1, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false};
       d.return_logits = true;
-      ASSERT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
+      ASSERT_TRUE(tables->Forward(b, {&d, 1}, {}, &out).ok());
       step = out.logits;
     }
     std::printf("parity %s: worst row error prefill %.4f, steps %.4f\n", tag.c_str(), worst_prefill, worst_step);
@@ -140,9 +144,10 @@ TEST(CudaBackendParity, FixturesMatchGolden) {
   }
 }
 
-TEST(CudaBackendParity, SmallPassesWrapTheSlidingRing) {
+TEST(CudaBackendParity, SmallPassesCrossSlidingBlocks) {
   GEMMA_REQUIRE_GPU();
-  // Passes of 16 tokens: the tiny model's ring (window 16) wraps several times.
+  // Passes of 16 tokens: the tiny model's window (16) leaves blocks behind
+  // several times within a prompt.
   for (const Fixture& f : Fixtures()) {
     auto b = MakeBackend(f.dir, false, 16);
     ASSERT_NE(b, nullptr);
@@ -154,24 +159,27 @@ TEST(CudaBackendParity, SmallPassesWrapTheSlidingRing) {
 std::vector<std::vector<int32_t>> Generate(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& golden,
                                            int n, bool together) {
   const int count = together ? std::min<int>(golden.size(), b.max_slots()) : 1;
+  auto tables = SlotTables::For(b);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+  if (!tables.ok()) return {};
   std::vector<std::vector<int32_t>> tokens;
   for (size_t first = 0; first < golden.size(); first += count) {
     const size_t last = std::min(golden.size(), first + count);
     std::vector<SequenceChunk> chunks;
     for (size_t p = first; p < last; ++p) {
-      b.ResetSlot(int(p - first));
+      tables->Reset(int(p - first));
       chunks.push_back({int(p - first), golden[p].ids, 0, false});
     }
     std::vector<std::vector<int32_t>> gen(last - first);
     ForwardResult next;
-    EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+    EXPECT_TRUE(tables->Forward(b, chunks, {}, &next).ok());
     for (int s = 0; s < n; ++s) {
       for (size_t i = 0; i < gen.size(); ++i) {
         gen[i].push_back(next.next_ids[i]);
         chunks[i].start_position += int(chunks[i].token_ids.size());
         chunks[i].token_ids = {&gen[i].back(), 1};
       }
-      if (s + 1 < n) EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+      if (s + 1 < n) EXPECT_TRUE(tables->Forward(b, chunks, {}, &next).ok());
     }
     for (auto& g : gen) tokens.push_back(g);
   }
@@ -214,13 +222,18 @@ TEST(CudaBackendParity, RejectsBadChunks) {
   ASSERT_NE(b, nullptr);
   std::vector<int32_t> ids = {2, 5};
   ForwardResult out;
-  SequenceChunk wrong_start{0, ids, 3, false};
-  EXPECT_FALSE(b->Forward({&wrong_start, 1}, {}, &out).ok());
+  SequenceChunk no_tables{0, ids, 3, false};  // positions 3..4 without blocks
+  EXPECT_FALSE(b->Forward({&no_tables, 1}, {}, &out).ok());
   SequenceChunk bad_slot{9, ids, 0, false};
   EXPECT_FALSE(b->Forward({&bad_slot, 1}, {}, &out).ok());
+  auto tables = SlotTables::For(*b);
+  ASSERT_TRUE(tables.ok()) << tables.status();
   std::vector<int32_t> bad_id = {1 << 30};
   SequenceChunk bad_token{0, bad_id, 0, false};
-  EXPECT_FALSE(b->Forward({&bad_token, 1}, {}, &out).ok());
+  ASSERT_TRUE(tables->Attach(bad_token).ok());
+  const absl::Status st = b->Forward({&bad_token, 1}, {}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("token id"), std::string::npos) << st;
 }
 
 }  // namespace

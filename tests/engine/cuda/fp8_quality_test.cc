@@ -19,6 +19,7 @@
 #include <optional>
 #include <random>
 
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "tests/common/gpu_test_util.h"
 #include "tests/engine/cuda/golden.h"
@@ -44,7 +45,6 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   o.weights = dtype;
   o.lm_head = lm_head;
   o.kv_cache_dtype = kv;
-  o.kv_block_size = 0;  // slot caches: these tests drive slots directly
   CudaTuning t;
   t.exact_embed_scale = true;
   t.autotune_gemv = true;  // as served: each GEMV shape takes its fastest path (E4M3 or a16 input)
@@ -65,13 +65,15 @@ void RunFortunes(CudaBackend* b, Agreement& prefill, Agreement& steps) {
   const auto golden = gpu_test::LoadGolden(dir);
   ASSERT_FALSE(golden.empty()) << dir;
   const int vocab = b->config().vocab_size;
+  auto tables = SlotTables::For(*b);
+  ASSERT_TRUE(tables.ok()) << tables.status();
   for (const auto& g : golden) {
-    b->ResetSlot(0);
+    tables->Reset(0);
     ForwardResult out;
     SequenceChunk c;
     c.token_ids = g.ids;
     c.all_logits = true;
-    const absl::Status st = b->Forward({&c, 1}, {}, &out);
+    const absl::Status st = tables->Forward(*b, {&c, 1}, {}, &out);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(out.logits.size(), g.ids.size() * vocab);
     for (size_t r = 0; r < g.ids.size(); ++r) {
@@ -83,7 +85,7 @@ void RunFortunes(CudaBackend* b, Agreement& prefill, Agreement& steps) {
       d.return_logits = true;
       d.token_ids = {&g.greedy[s], 1};
       d.start_position = int32_t(g.ids.size() + s);
-      const absl::Status ds = b->Forward({&d, 1}, {}, &out);
+      const absl::Status ds = tables->Forward(*b, {&d, 1}, {}, &out);
       ASSERT_TRUE(ds.ok()) << ds;
       ASSERT_EQ(out.logits.size(), size_t(vocab));
       steps.Add(out.logits.data(), g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
@@ -155,11 +157,14 @@ INSTANTIATE_TEST_SUITE_P(LmHead, Fp8FortunesQuality, testing::Values(WeightDType
 
 // Empty when the forward fails (the failure is recorded).
 std::vector<float> PrefillLogits(CudaBackend& b, const std::vector<int32_t>& ids) {
+  auto tables = SlotTables::For(b);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+  if (!tables.ok()) return {};
   ForwardResult out;
   SequenceChunk c;
   c.token_ids = ids;
   c.all_logits = true;
-  const absl::Status st = b.Forward({&c, 1}, {}, &out);
+  const absl::Status st = tables->Forward(b, {&c, 1}, {}, &out);
   EXPECT_TRUE(st.ok()) << st;
   return st.ok() ? out.logits : std::vector<float>{};
 }

@@ -137,8 +137,8 @@ void CheckParity(int sliding_head_dim, int global_head_dim) {
 
   auto cpu = MakeCpu(**model);
   ASSERT_NE(cpu, nullptr);
-  const std::vector<int32_t> feed = gpu_test::GreedyContinuation(*cpu, prompt, kDecodeSteps, kMaxContext);
-  const std::vector<float> ref = gpu_test::PrefillThenDecode(*cpu, prompt, feed, kMaxContext);
+  const std::vector<int32_t> feed = gpu_test::GreedyContinuation(*cpu, prompt, kDecodeSteps);
+  const std::vector<float> ref = gpu_test::PrefillThenDecode(*cpu, prompt, feed);
 
   for (bool fp8_kv : {false, true}) {
     for (int chunk : {16, 2048}) {
@@ -150,14 +150,14 @@ void CheckParity(int sliding_head_dim, int global_head_dim) {
       o.model_dir = dir.path();
       o.max_slots = 1;
       o.max_context = kMaxContext;
-      o.kv_block_size = 0;
+      o.max_tokens_per_step = kMaxContext;  // whole prompts in one Forward
       o.kv_cache_dtype = fp8_kv ? KvCacheDType::kFP8 : KvCacheDType::kBF16;
       CudaTuning t;
       t.max_chunk_tokens = chunk;
       t.exact_embed_scale = true;
       auto gpu = CreateCudaBackendWithTuning(o, t);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
-      const std::vector<float> got = gpu_test::PrefillThenDecode(**gpu, prompt, feed, kMaxContext);
+      const std::vector<float> got = gpu_test::PrefillThenDecode(**gpu, prompt, feed);
       const double worst = gpu_test::ExpectRowsMatch(got, ref, vocab, fp8_kv ? kFp8KvTol : kBf16KvTol);
       std::printf("head_dim parity (%s): worst row error %.4f over %zu rows\n", what.c_str(), worst,
                   ref.size() / vocab);
@@ -195,11 +195,9 @@ TEST(CudaHeadDimParity, CheckpointsLoadOnCpu) {
     auto cpu = MakeCpu(**model);
     ASSERT_NE(cpu, nullptr);
     std::vector<int32_t> prompt(kPromptTokens, 5);
-    ForwardResult out;
-    SequenceChunk c = gpu_test::IdentityChunk(prompt, 0, false, kMaxContext);
-    ASSERT_TRUE(cpu->Forward({&c, 1}, {}, &out).ok());
-    ASSERT_EQ(static_cast<int>(out.logits.size()), (*model)->config.vocab_size);
-    EXPECT_TRUE(std::all_of(out.logits.begin(), out.logits.end(), [](float v) { return std::isfinite(v); }));
+    const std::vector<float> rows = gpu_test::PrefillThenDecode(*cpu, prompt, {});
+    ASSERT_EQ(static_cast<int>(rows.size()), kPromptTokens * (*model)->config.vocab_size);
+    EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float v) { return std::isfinite(v); }));
   }
 }
 
@@ -233,7 +231,6 @@ TEST(CudaHeadDimCheck, BackendRefusesAtLoad) {
   o.model_dir = dir.path();
   o.max_slots = 1;
   o.max_context = kMaxContext;
-  o.kv_block_size = 0;
   auto gpu = CreateCudaBackendWithTuning(o, CudaTuning{});
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.status().message().find("head_dim=40"), std::string::npos) << gpu.status();

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model/quantization_int4.h"
 #include "engine/model/weights.h"
@@ -44,7 +45,6 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   o.max_context = 512;
   o.weights = dtype;
   o.lm_head = lm_head;
-  o.kv_block_size = 0;
   CudaTuning t;
   t.exact_embed_scale = true;
   t.autotune_gemv = true;
@@ -64,13 +64,16 @@ Logits RunFortunes(CudaBackend* b) {
   Logits out;
   const auto golden = gpu_test::LoadGolden(FortunesDir());
   EXPECT_FALSE(golden.empty());
+  auto tables = SlotTables::For(*b);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+  if (!tables.ok()) return out;
   for (const auto& g : golden) {
-    b->ResetSlot(0);
+    tables->Reset(0);
     ForwardResult o;
     SequenceChunk c;
     c.token_ids = g.ids;
     c.all_logits = true;
-    const absl::Status st = b->Forward({&c, 1}, {}, &o);
+    const absl::Status st = tables->Forward(*b, {&c, 1}, {}, &o);
     EXPECT_TRUE(st.ok()) << st;
     if (!st.ok()) return out;
     out.prefill.push_back(o.logits);
@@ -80,7 +83,7 @@ Logits RunFortunes(CudaBackend* b) {
       d.return_logits = true;
       d.token_ids = {&g.greedy[s], 1};
       d.start_position = int32_t(g.ids.size() + s);
-      const absl::Status ds = b->Forward({&d, 1}, {}, &o);
+      const absl::Status ds = tables->Forward(*b, {&d, 1}, {}, &o);
       EXPECT_TRUE(ds.ok()) << ds;
       if (!ds.ok()) return out;
       steps.insert(steps.end(), o.logits.begin(), o.logits.end());

@@ -1,7 +1,8 @@
 // The CUDA backend's paged KV cache:
 // - the same sequences through scrambled block tables (sliding blocks that
 //   left the window released, as the engine's block manager does) give the
-//   same logits as the per-slot caches: only the addressing differs;
+//   same logits as through the block manager's own tables (SlotTables): only
+//   the addressing differs;
 // - through the engine (batching, preemption by recompute, prefix-cache
 //   hits) greedy tokens equal the fixture's golden tokens up to its first
 //   low-margin step, and every block is free afterwards.
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "engine/core/engine.h"
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/common/gpu_test_util.h"
@@ -42,7 +44,7 @@ std::unique_ptr<CudaBackend> MakeBackend(int block_size, int num_kv_blocks, int 
   CudaTuning t;
   t.max_chunk_tokens = chunk;
   t.exact_embed_scale = true;
-  t.autotune_gemv = false;  // one GEMV tiling for both caches: only the addressing differs
+  t.autotune_gemv = false;  // one GEMV tiling for both backends: only the addressing differs
   auto b = CreateCudaBackendWithTuning(o, t);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
@@ -77,11 +79,13 @@ std::vector<int32_t> RandomIds(int n, int vocab, uint32_t seed) {
   return ids;
 }
 
-TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
+TEST(PagedKvCache, ScrambledBlockTablesGiveTheBlockManagersLogits) {
   GEMMA_REQUIRE_GPU();
-  auto slots = MakeBackend(0, 0, 2, /*chunk=*/48);
+  auto in_order = MakeBackend(kBlock, 64, 2, /*chunk=*/48);
   auto paged = MakeBackend(kBlock, 64, 2, /*chunk=*/48);
-  ASSERT_TRUE(slots && paged);
+  ASSERT_TRUE(in_order && paged);
+  auto manager_tables = SlotTables::For(*in_order);
+  ASSERT_TRUE(manager_tables.ok()) << manager_tables.status();
   ASSERT_EQ(paged->kv_cache_spec().block_size, kBlock);
   ASSERT_EQ(paged->kv_cache_spec().num_global_blocks, 64);
   const int vocab = paged->config().vocab_size;
@@ -99,11 +103,11 @@ TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
   std::vector<int> length = {0, 0};
   double worst = 0;
   auto step = [&](const std::vector<std::vector<int32_t>>& pieces) {
-    std::vector<SequenceChunk> slot_chunks, paged_chunks;
+    std::vector<SequenceChunk> in_order_chunks, paged_chunks;
     for (int s = 0; s < 2; ++s) {
       if (pieces[s].empty()) continue;
       SequenceChunk c{s, pieces[s], length[s], true};
-      slot_chunks.push_back(c);
+      in_order_chunks.push_back(c);
       const int end = length[s] + static_cast<int>(pieces[s].size());
       tables[s].Release(length[s], window, sliding_pool);
       tables[s].Cover(end, global_pool, sliding_pool);
@@ -112,7 +116,7 @@ TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
       paged_chunks.push_back(c);
     }
     ForwardResult want, got;
-    ASSERT_TRUE(slots->Forward(slot_chunks, {}, &want).ok());
+    ASSERT_TRUE(manager_tables->Forward(*in_order, in_order_chunks, {}, &want).ok());
     const absl::Status st = paged->Forward(paged_chunks, {}, &got);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_EQ(want.logits.size(), got.logits.size());
@@ -123,7 +127,7 @@ TEST(PagedKvCache, ScrambledBlockTablesGiveTheSlotCachesLogits) {
   step({{a.begin(), a.begin() + 70}, {b.begin(), b.end()}});
   step({{a.begin() + 70, a.end()}, {}});
   for (int i = 0; i < 90; ++i) step({{a[i % 150]}, {b[i % 37]}});
-  std::printf("paged vs slot caches: worst row relative error %.3g\n", worst);
+  std::printf("scrambled vs block manager's tables: worst row relative error %.3g\n", worst);
   EXPECT_LT(worst, 1e-5);
   // Bad tables are refused by name, not read.
   std::vector<int32_t> one = {5};

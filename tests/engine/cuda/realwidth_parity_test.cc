@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
 #include "tests/common/gpu_test_util.h"
 #include "tests/engine/cuda/golden.h"
@@ -95,7 +96,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType wei
   o.weights = weights;
   o.max_slots = 1;
   o.max_context = max_context;
-  o.kv_block_size = 0;  // slot cache: the test drives slot 0 directly
+  o.max_tokens_per_step = max_context;  // whole prompts in one Forward: the sliding pool holds them
   CudaTuning t;
   t.exact_embed_scale = exact_scale;
   auto b = CreateCudaBackendWithTuning(o, t);
@@ -128,6 +129,8 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
            Mode mode) {
   const bool strict = mode == Mode::kStrict, rows_only = mode == Mode::kRowsOnly;
   const int vocab = b.config().vocab_size;
+  auto tables = SlotTables::For(b);
+  ASSERT_TRUE(tables.ok()) << tables.status();
   std::printf("\n== %s (row bound %.3g%s; passes of %d tokens)\n", label.c_str(), tol,
               strict ? "" : rows_only ? ", bound asserted, argmax reported" : ", report only", b.chunk_tokens());
   std::printf("%-6s %5s | %-44s | %-28s | %s\n", "prompt", "len", "prefill: rows max(pos) mean argmax >tol",
@@ -137,10 +140,10 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
     const std::string tag = label + " prompt " + std::to_string(p);
     ASSERT_EQ(g.prefill.size(), g.rows.size() * size_t(vocab)) << tag;
     ASSERT_EQ(g.steps.size(), g.greedy.size() * size_t(vocab)) << tag;
-    b.ResetSlot(0);
+    tables->Reset(0);
     ForwardResult out;
     SequenceChunk c{0, g.ids, 0, true, {}, {}};
-    ASSERT_TRUE(b.Forward({&c, 1}, {}, &out).ok()) << tag;
+    ASSERT_TRUE(tables->Forward(b, {&c, 1}, {}, &out).ok()) << tag;
     ASSERT_EQ(out.logits.size(), g.ids.size() * size_t(vocab)) << tag;
     Stats pre;
     int reported = 0;
@@ -183,7 +186,7 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
       if (s + 1 == g.greedy.size()) break;
       SequenceChunk d{0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false, {}, {}};
       d.return_logits = true;
-      ASSERT_TRUE(b.Forward({&d, 1}, {}, &out).ok()) << tag << " step " << s;
+      ASSERT_TRUE(tables->Forward(b, {&d, 1}, {}, &out).ok()) << tag << " step " << s;
       step = out.logits;
     }
     char pre_txt[64], rng_txt[48], st_txt[64];

@@ -1,9 +1,10 @@
 // One sequence through a backend the way the CPU-reference parity tests
-// drive it: identity block tables (the CPU backend is paged; the CUDA
-// backend's slot caches ignore them), all prompt logits then one row per
-// decode step, the CPU's own greedy continuation, and the row comparison
-// (relative error bound, argmax where the reference's top-2 margin is at
-// least 0.1).
+// drive it: block tables as the engine keeps them (engine/core/slot_tables.h;
+// both backends are paged), all prompt logits then one row per decode step,
+// the CPU's own greedy continuation, and the row comparison (relative error
+// bound, argmax where the reference's top-2 margin is at least 0.1). The
+// whole prompt goes in one Forward: a CUDA backend needs max_tokens_per_step
+// >= the prompt, so its sliding pool holds it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,59 +17,55 @@
 #include <vector>
 
 #include "engine/core/backend.h"
+#include "engine/core/slot_tables.h"
 #include "tests/common/gpu_test_util.h"
 
 namespace gemma::gpu_test {
 
-// Blocks 0 .. n - 1 (n <= 65536).
-inline std::span<const int32_t> IdentityBlocks(int n) {
-  static const std::vector<int32_t> blocks = [] {
-    std::vector<int32_t> b(1 << 16);
-    for (int i = 0; i < static_cast<int>(b.size()); ++i) b[i] = i;
-    return b;
-  }();
-  return std::span<const int32_t>(blocks).first(n);
-}
-
-// A chunk of slot 0 with identity tables of `context` one-token blocks.
-inline SequenceChunk IdentityChunk(std::span<const int32_t> ids, int32_t start, bool all_logits, int context) {
-  SequenceChunk c{0, ids, start, all_logits, {}, {}};
+// Slot 0's next chunk: `ids` after what `tables` holds, with logits.
+inline SequenceChunk NextChunk(const SlotTables& tables, std::span<const int32_t> ids, bool all_logits) {
+  SequenceChunk c{0, ids, tables.length(0), all_logits};
   c.return_logits = true;  // the parity tests compare logits
-  c.global_blocks = IdentityBlocks(context);
-  c.sliding_blocks = IdentityBlocks(context);
   return c;
 }
 
 // All prompt logits, then one row per token of `feed`, fed back one decode
 // step at a time.
 inline std::vector<float> PrefillThenDecode(Backend& b, const std::vector<int32_t>& prompt,
-                                            const std::vector<int32_t>& feed, int context) {
+                                            const std::vector<int32_t>& feed) {
+  auto tables = SlotTables::For(b);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+  if (!tables.ok()) return {};
   ForwardResult out;
-  SequenceChunk c = IdentityChunk(prompt, 0, true, context);
-  EXPECT_TRUE(b.Forward({&c, 1}, {}, &out).ok());
+  SequenceChunk c = NextChunk(*tables, prompt, true);
+  absl::Status st = tables->Forward(b, {&c, 1}, {}, &out);
+  EXPECT_TRUE(st.ok()) << st;
   std::vector<float> rows = out.logits;
-  for (size_t s = 0; s < feed.size(); ++s) {
-    SequenceChunk d = IdentityChunk({&feed[s], 1}, int32_t(prompt.size() + s), false, context);
-    EXPECT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
+  for (size_t s = 0; s < feed.size() && st.ok(); ++s) {
+    SequenceChunk d = NextChunk(*tables, {&feed[s], 1}, false);
+    st = tables->Forward(b, {&d, 1}, {}, &out);
+    EXPECT_TRUE(st.ok()) << st;
     rows.insert(rows.end(), out.logits.begin(), out.logits.end());
   }
   return rows;
 }
 
-// `steps` greedy tokens of `b` after `prompt` (slot 0, reset afterwards).
-inline std::vector<int32_t> GreedyContinuation(Backend& b, const std::vector<int32_t>& prompt, int steps,
-                                               int context) {
+// `steps` greedy tokens of `b` after `prompt`.
+inline std::vector<int32_t> GreedyContinuation(Backend& b, const std::vector<int32_t>& prompt, int steps) {
   std::vector<int32_t> feed(steps, prompt.back());
+  auto tables = SlotTables::For(b);
+  EXPECT_TRUE(tables.ok()) << tables.status();
+  if (!tables.ok()) return feed;
   ForwardResult out;
-  SequenceChunk c = IdentityChunk(prompt, 0, false, context);
-  const absl::Status st = b.Forward({&c, 1}, {}, &out);
+  SequenceChunk c = NextChunk(*tables, prompt, false);
+  absl::Status st = tables->Forward(b, {&c, 1}, {}, &out);
   EXPECT_TRUE(st.ok()) << st;
   for (int s = 0; s < steps && st.ok(); ++s) {
     feed[s] = int32_t(std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
-    SequenceChunk d = IdentityChunk({&feed[s], 1}, int32_t(prompt.size()) + s, false, context);
-    EXPECT_TRUE(b.Forward({&d, 1}, {}, &out).ok());
+    SequenceChunk d = NextChunk(*tables, {&feed[s], 1}, false);
+    st = tables->Forward(b, {&d, 1}, {}, &out);
+    EXPECT_TRUE(st.ok()) << st;
   }
-  b.ResetSlot(0);
   return feed;
 }
 

@@ -37,6 +37,7 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--log-format", "xml"}, "--log-format"},
       {{"--kv-block-size", "24"}, "--kv-block-size"},
       {{"--kv-block-size", "-16"}, "--kv-block-size"},
+      {{"--kv-block-size", "0"}, "--kv-block-size"},
       {{"--num-kv-blocks", "-1"}, "--num-kv-blocks"},
       {{"--gpu-memory-utilization", "0"}, "--gpu-memory-utilization"},
       {{"--gpu-memory-utilization", "1.5"}, "--gpu-memory-utilization"},
