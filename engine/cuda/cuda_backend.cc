@@ -4,17 +4,68 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/backend_impl.h"
+#include "engine/cuda/common/cuda_util.h"
+#include "engine/cuda/decode_graph_cache.h"
+#include "engine/cuda/device_weights.h"
 #include "engine/cuda/head_dim_check.h"
+#include "engine/cuda/kv_pools.h"
+#include "engine/cuda/linear/linear.h"
 #include "engine/cuda/linear/tuner.h"
+#include "engine/cuda/model_forward.h"
+#include "engine/cuda/pass_executor.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv.h"
-#include "kernels/sampling/sample.h"
 #include "spdlog/spdlog.h"
 
 namespace gemma {
 
+// The backend's owned parts, composed: the weights, the linears
+// (linear/), the forward enqueuer, the paged KV pools, the decode graph
+// cache and the pass executor, on one stream. Set up by Init; the Backend
+// methods below delegate to the parts.
+struct CudaBackend::Impl {
+  BackendOptions options;
+  CudaTuning tuning;
+  ModelConfig config;
+  int max_context = 0;
+  int chunk_tokens = 0;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::DeviceWeights> weights;
+  std::unique_ptr<cuda::LinearDispatcher> linear;
+  cuda::KvPools pools;
+  std::unique_ptr<cuda::ModelForward> forward;
+  std::unique_ptr<cuda::DecodeGraphCache> graphs;
+  std::unique_ptr<cuda::PassExecutor> executor;
+
+  ~Impl() {
+    if (stream) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+  }
+  absl::Status Init(const BackendOptions& o, const CudaTuning& t);
+  absl::Status LoadWeights();
+  // The LM head's dtype (int4 weights keep an fp8 one by default), checked.
+  absl::StatusOr<WeightDType> LmHeadDType() const;
+  absl::Status CreateLinear(WeightDType lm_head);
+  absl::Status CreateForward();
+};
+
 namespace {
+
+absl::Status CheckOptions(const BackendOptions& o, const CudaTuning& t) {
+  if (o.max_slots < 1) return absl::InvalidArgumentError("cuda: max_slots must be >= 1");
+  if (o.max_context < 1) return absl::InvalidArgumentError("cuda: max_context must be >= 1");
+  if (t.max_chunk_tokens < 0)
+    return absl::InvalidArgumentError(absl::StrCat("cuda: max_chunk_tokens must be >= 0, got ", t.max_chunk_tokens));
+  if (o.kv_block_size < 1 || (o.kv_block_size & (o.kv_block_size - 1)) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda: kv_block_size must be a power of two, got ", o.kv_block_size));
+  if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpu_memory_utilization must be in (0, 1], got ", o.gpu_memory_utilization));
+  return absl::OkStatus();
+}
 
 // sqrt(H) in the compute dtype (see CudaTuning::exact_embed_scale).
 float EmbedScale(const ModelConfig& config, const CudaTuning& t) {
@@ -84,35 +135,21 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& t) {
-  options = o;
-  tuning = t;
-  if (o.max_slots < 1) return absl::InvalidArgumentError("cuda: max_slots must be >= 1");
-  if (o.max_context < 1) return absl::InvalidArgumentError("cuda: max_context must be >= 1");
-  if (t.max_chunk_tokens < 0)
-    return absl::InvalidArgumentError(absl::StrCat("cuda: max_chunk_tokens must be >= 0, got ", t.max_chunk_tokens));
-  if (o.kv_block_size < 1 || (o.kv_block_size & (o.kv_block_size - 1)) != 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda: kv_block_size must be a power of two, got ", o.kv_block_size));
-  if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
-    return absl::InvalidArgumentError(
-        absl::StrCat("gpu_memory_utilization must be in (0, 1], got ", o.gpu_memory_utilization));
+absl::StatusOr<WeightDType> CudaBackend::Impl::LmHeadDType() const {
   // int4 weights keep an fp8 LM head by default (vLLM leaves it unquantized;
   // fp8 halves the largest matrix a decode step reads).
-  const WeightDType lm_head = o.lm_head.value_or(o.weights == WeightDType::kINT4 ? WeightDType::kFP8 : o.weights);
-  if (lm_head == WeightDType::kFP8 && o.weights == WeightDType::kBF16)
+  const WeightDType lm_head =
+      options.lm_head.value_or(options.weights == WeightDType::kINT4 ? WeightDType::kFP8 : options.weights);
+  if (lm_head == WeightDType::kFP8 && options.weights == WeightDType::kBF16)
     return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 or int4 (got --weights bf16)");
-  if (lm_head == WeightDType::kINT4 && o.weights != WeightDType::kINT4)
+  if (lm_head == WeightDType::kINT4 && options.weights != WeightDType::kINT4)
     return absl::InvalidArgumentError("cuda: --lm-head int4 needs --weights int4");
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
-  if (o.weights == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, stream));
-  if (lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
-  if (lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
-  max_context = std::min(o.max_context, config.max_position_embeddings);
-  chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
-  auto linear_or = cuda::LinearDispatcher::Create(t.autotune_gemv, chunk_tokens);
+  return lm_head;
+}
+
+// The dispatcher and the scratch its dtypes need.
+absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
+  auto linear_or = cuda::LinearDispatcher::Create(tuning.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
   if (lm_head == WeightDType::kINT4) {
@@ -122,40 +159,61 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
     // Rows: a prefill pass, or a decode batch's logits (the LM head may be fp8).
-    const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, o.max_slots});
+    const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, options.max_slots});
     GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveFp8(rows, max_k));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::CreateForward() {
   // Logits rows per pass: bounded by memory (fp32 [rows, vocab]), at least a
   // full decode batch so a decode graph computes all its rows at once.
   const int64_t by_memory = (256LL << 20) / (4LL * config.vocab_size);
-  const int64_t min_rows = std::max(o.max_slots, kernels::kGemvMaxBatch);
+  const int64_t min_rows = std::max(options.max_slots, kernels::kGemvMaxBatch);
   const int logit_rows = static_cast<int>(
       std::clamp<int64_t>(by_memory, min_rows, std::max<int64_t>(chunk_tokens, min_rows)));
   // Every sequence's global and sliding tables for a full context.
-  const int table_entries = 2 * o.max_slots * ((max_context + o.kv_block_size - 1) / o.kv_block_size);
-  auto forward_or = cuda::ModelForward::Create(config, weights.get(), &cache, linear.get(), chunk_tokens,
-                                             o.max_slots, std::max(logit_rows, 1), t.decode_splits,
-                                             EmbedScale(config, t), table_entries);
+  const int block = options.kv_block_size;
+  const int table_entries = 2 * options.max_slots * ((max_context + block - 1) / block);
+  auto forward_or = cuda::ModelForward::Create(config, weights.get(), pools.mutable_cache(), linear.get(),
+                                               chunk_tokens, options.max_slots, std::max(logit_rows, 1),
+                                               tuning.decode_splits, EmbedScale(config, tuning), table_entries);
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
-  const auto& layout = forward->layout();
-  GEMMA_STATUS_RETURN_IF_ERROR(host_meta.Allocate(layout.total * sizeof(int32_t), true));
-  GEMMA_STATUS_RETURN_IF_ERROR(host_logits.Allocate(
-      static_cast<size_t>(forward->max_logit_rows()) * config.vocab_size * sizeof(float), true));
-  GEMMA_STATUS_RETURN_IF_ERROR(host_ids.Allocate(forward->max_logit_rows() * sizeof(int32_t), true));
-  const size_t sample_rows_bytes = forward->max_logit_rows() * sizeof(kernels::SampleRowParams);
-  GEMMA_STATUS_RETURN_IF_ERROR(host_sample_rows.Allocate(sample_rows_bytes, true));
-  GEMMA_STATUS_RETURN_IF_ERROR(sample_rows.Allocate(sample_rows_bytes));
-  GEMMA_STATUS_RETURN_IF_ERROR(sample_ids.Allocate(forward->max_logit_rows() * sizeof(int32_t)));
+  graphs = std::make_unique<cuda::DecodeGraphCache>(options.max_slots, chunk_tokens, options.use_cuda_graphs);
+  auto executor_or = cuda::PassExecutor::Create(config, {options.max_slots, max_context, chunk_tokens},
+                                                forward.get(), &pools, graphs.get(), stream);
+  if (!executor_or.ok()) return executor_or.status();
+  executor = std::move(*executor_or);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& t) {
+  options = o;
+  tuning = t;
+  GEMMA_STATUS_RETURN_IF_ERROR(CheckOptions(o, t));
+  auto lm_head = LmHeadDType();
+  if (!lm_head.ok()) return lm_head.status();
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
+  if (o.weights == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, stream));
+  if (*lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
+  if (*lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
+  max_context = std::min(o.max_context, config.max_position_embeddings);
+  chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
+  GEMMA_STATUS_RETURN_IF_ERROR(CreateLinear(*lm_head));
+  GEMMA_STATUS_RETURN_IF_ERROR(CreateForward());
   if (t.autotune_gemv) {
     cuda::LinearTuner tuner(*linear, stream);
     GEMMA_STATUS_RETURN_IF_ERROR(tuner.Run(LinearMatrices(config, *weights), o.max_slots,
                                            std::min(o.max_slots, chunk_tokens), config.final_logit_softcap));
   }
   // Last, so the pool gets what weights, activations and tuning left.
-  GEMMA_STATUS_RETURN_IF_ERROR(CreatePagedCache());
-  if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(CaptureDecodeGraphs());
-  GEMMA_STATUS_RETURN_IF_ERROR(WarmUpPrefill());
+  GEMMA_STATUS_RETURN_IF_ERROR(pools.Allocate(config, o, max_context, chunk_tokens));
+  if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(executor->CaptureDecodeGraphs());
+  GEMMA_STATUS_RETURN_IF_ERROR(executor->WarmUpPrefill());
+  const cuda::KvCache& cache = pools.cache();
   spdlog::info("cuda: ready: {} weights {:.2f} GB, paged {} KV cache {:.2f} GB (block {} tokens: {} global "
                "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
                WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
@@ -172,7 +230,7 @@ int CudaBackend::max_slots() const { return impl_->options.max_slots; }
 int CudaBackend::max_context() const { return impl_->max_context; }
 int CudaBackend::chunk_tokens() const { return impl_->chunk_tokens; }
 int64_t CudaBackend::weight_bytes() const { return impl_->weights->bytes(); }
-int64_t CudaBackend::kv_cache_bytes() const { return static_cast<int64_t>(impl_->cache.bytes()); }
+int64_t CudaBackend::kv_cache_bytes() const { return static_cast<int64_t>(impl_->pools.bytes()); }
 
 std::optional<size_t> CudaBackend::device_memory_used_bytes() const {
   size_t free_bytes = 0, total_bytes = 0;
@@ -183,29 +241,25 @@ std::optional<size_t> CudaBackend::device_memory_used_bytes() const {
   return total_bytes - free_bytes;
 }
 
-KvCacheSpec CudaBackend::kv_cache_spec() const {
-  return {impl_->cache.block_size(), impl_->cache.num_global_blocks(), impl_->cache.num_sliding_blocks()};
-}
+KvCacheSpec CudaBackend::kv_cache_spec() const { return impl_->pools.spec(); }
 
 void CudaBackend::ResetSlot(int) {}  // the engine's block manager owns the KV
 
 absl::Status CudaBackend::Forward(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
                                   ForwardResult* result) {
   GEMMA_STATUS_RETURN_IF_ERROR(CheckRows(chunks, rows));
-  GEMMA_STATUS_RETURN_IF_ERROR(impl_->Validate(chunks));
+  GEMMA_STATUS_RETURN_IF_ERROR(impl_->executor->Validate(chunks));
   const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) { return IsGreedy(r); });
   if (WantsLogits(chunks)) {
     // Greedy ids come from the device's argmax; sampled rows are drawn on the
     // host from the logits by the same rule (the engine's mixed steps).
-    GEMMA_STATUS_RETURN_IF_ERROR(impl_->ForwardLogits(chunks, greedy, result));
+    GEMMA_STATUS_RETURN_IF_ERROR(impl_->executor->ForwardLogits(chunks, greedy, result));
     if (!greedy) PickOnHost(chunks, rows, result);
     return absl::OkStatus();
   }
   result->logits.clear();
   result->first_row.clear();
-  Impl::PassOutput want;
-  if (!greedy) want.rows = rows;
-  return impl_->ForwardIds(chunks, want, &result->next_ids);
+  return impl_->executor->ForwardIds(chunks, greedy ? std::span<const RowSampling>() : rows, &result->next_ids);
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackendWithTuning(const BackendOptions& options,

@@ -1,24 +1,23 @@
-// The paged KV pools of the CUDA backend: sized from free device memory at
-// start-up, and the checks of a chunk's block tables (backend_impl.h).
+#include "engine/cuda/kv_pools.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/backend_impl.h"
+#include "engine/cuda/common/cuda_util.h"
 
-namespace gemma {
+namespace gemma::cuda {
 
-// Sizes the two block pools from free device memory (or num_kv_blocks):
-// the sliding pool holds every slot's window plus one step's chunk; the
-// global pool gets the rest of gpu_memory_utilization * total memory.
-absl::Status CudaBackend::Impl::CreatePagedCache() {
+absl::Status KvPools::Allocate(const ModelConfig& config, const BackendOptions& options, int max_context,
+                               int chunk_tokens) {
+  sliding_window_ = config.sliding_window;
   const int block = options.kv_block_size;
   bool any_global = false, any_sliding = false;
   for (const LayerSpec& l : config.layers) (l.is_global() ? any_global : any_sliding) = true;
   const bool fp8 = options.kv_cache_dtype == KvCacheDType::kFP8;
-  const size_t global_bytes = cuda::KvCache::BlockBytes(config, block, true, fp8);
-  const size_t sliding_bytes = cuda::KvCache::BlockBytes(config, block, false, fp8);
+  const size_t global_bytes = KvCache::BlockBytes(config, block, true, fp8);
+  const size_t sliding_bytes = KvCache::BlockBytes(config, block, false, fp8);
   const int per_seq_global = (max_context + block - 1) / block;
   // A sequence reads window - 1 positions back; one chunk's pass adds its
   // own tokens, and block boundaries one more block on each side.
@@ -59,14 +58,14 @@ absl::Status CudaBackend::Impl::CreatePagedCache() {
   if (int64_t{num_global} * block > INT32_MAX || int64_t{num_sliding} * block > INT32_MAX)
     return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks ", num_global, " x kv_block_size ", block,
                                                    " rows exceed a KV pool's 2^31 - 1 rows"));
-  auto cache_or = cuda::KvCache::CreatePaged(config, block, num_global, num_sliding, fp8);
+  auto cache_or = KvCache::CreatePaged(config, block, num_global, num_sliding, fp8);
   if (!cache_or.ok()) return cache_or.status();
-  cache = std::move(*cache_or);
+  cache_ = std::move(*cache_or);
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Impl::ValidateTables(const SequenceChunk& c) const {
-  const int block = cache.block_size();
+absl::Status KvPools::CheckTables(const SequenceChunk& c) const {
+  const int block = cache_.block_size();
   const int end = c.start_position + static_cast<int>(c.token_ids.size());
   const int needed = (end + block - 1) / block;
   auto check = [&](std::span<const int32_t> table, int first, int num_blocks, const char* name) -> absl::Status {
@@ -81,9 +80,9 @@ absl::Status CudaBackend::Impl::ValidateTables(const SequenceChunk& c) const {
     }
     return absl::OkStatus();
   };
-  GEMMA_STATUS_RETURN_IF_ERROR(check(c.global_blocks, 0, cache.num_global_blocks(), "global"));
-  const int first_live = std::max(0, c.start_position - config.sliding_window + 1) / block;
-  return check(c.sliding_blocks, first_live, cache.num_sliding_blocks(), "sliding");
+  GEMMA_STATUS_RETURN_IF_ERROR(check(c.global_blocks, 0, cache_.num_global_blocks(), "global"));
+  const int first_live = std::max(0, c.start_position - sliding_window_ + 1) / block;
+  return check(c.sliding_blocks, first_live, cache_.num_sliding_blocks(), "sliding");
 }
 
-}  // namespace gemma
+}  // namespace gemma::cuda

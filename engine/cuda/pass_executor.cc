@@ -1,137 +1,142 @@
-// Running a Forward on the CUDA backend: chunk validation, one pass at a
-// time (decode passes replay a graph), logits or ids back to the host, and
-// sampling on the device (backend_impl.h).
+#include "engine/cuda/pass_executor.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cuda/backend_impl.h"
-#include "spdlog/spdlog.h"
 #include "kernels/sampling/sample.h"
 
-namespace gemma {
+namespace gemma::cuda {
 
-absl::Status CudaBackend::Impl::Validate(std::span<const SequenceChunk> chunks) const {
+absl::StatusOr<std::unique_ptr<PassExecutor>> PassExecutor::Create(const ModelConfig& config, const Limits& limits,
+                                                                   ModelForward* forward, const KvPools* pools,
+                                                                   DecodeGraphCache* graphs, cudaStream_t stream) {
+  std::unique_ptr<PassExecutor> e(new PassExecutor(config, limits, forward, pools, graphs, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(e->Allocate());
+  return e;
+}
+
+absl::Status PassExecutor::Allocate() {
+  const size_t rows = forward_->max_logit_rows();
+  GEMMA_STATUS_RETURN_IF_ERROR(host_meta_.Allocate(forward_->layout().total * sizeof(int32_t), true));
+  GEMMA_STATUS_RETURN_IF_ERROR(host_logits_.Allocate(rows * config_.vocab_size * sizeof(float), true));
+  GEMMA_STATUS_RETURN_IF_ERROR(host_ids_.Allocate(rows * sizeof(int32_t), true));
+  const size_t sample_rows_bytes = rows * sizeof(kernels::SampleRowParams);
+  GEMMA_STATUS_RETURN_IF_ERROR(host_sample_rows_.Allocate(sample_rows_bytes, true));
+  GEMMA_STATUS_RETURN_IF_ERROR(sample_rows_.Allocate(sample_rows_bytes));
+  return sample_ids_.Allocate(rows * sizeof(int32_t));
+}
+
+absl::Status PassExecutor::Validate(std::span<const SequenceChunk> chunks) const {
   std::set<int> seen;
   for (const SequenceChunk& c : chunks) {
-    if (c.slot < 0 || c.slot >= options.max_slots)
+    if (c.slot < 0 || c.slot >= limits_.max_slots)
       return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, " out of range"));
     if (!seen.insert(c.slot).second)
       return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, " appears twice"));
     if (c.token_ids.empty()) return absl::InvalidArgumentError("cuda: empty chunk");
     if (c.start_position < 0)
       return absl::InvalidArgumentError(absl::StrCat("cuda: slot ", c.slot, ": start_position ", c.start_position));
-    if (c.start_position + static_cast<int64_t>(c.token_ids.size()) > max_context)
+    if (c.start_position + static_cast<int64_t>(c.token_ids.size()) > limits_.max_context)
       return absl::OutOfRangeError(absl::StrCat("cuda: slot ", c.slot, " would exceed max_context ",
-                                                max_context));
-    GEMMA_STATUS_RETURN_IF_ERROR(ValidateTables(c));
+                                                limits_.max_context));
+    GEMMA_STATUS_RETURN_IF_ERROR(pools_->CheckTables(c));
     for (int32_t id : c.token_ids) {
-      if (id < 0 || id >= config.vocab_size)
+      if (id < 0 || id >= config_.vocab_size)
         return absl::InvalidArgumentError(absl::StrCat("cuda: token id ", id, " out of range"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Impl::EnqueueDecode(int batch) {
-  if (!options.use_cuda_graphs || !decode_ran_eagerly.count(batch) || !graphs.Has(batch)) {
-    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLayers({batch, batch, 1}, stream));
-    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLogits(0, batch, /*argmax=*/true, stream));
-    if (!options.use_cuda_graphs) return absl::OkStatus();
-    decode_ran_eagerly.insert(batch);
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    return graphs.Capture(*forward, batch, stream);
-  }
-  return graphs.Replay(batch, stream);
+absl::Status PassExecutor::Upload(const PassPlan& plan) {
+  const int used = plan.WriteTo(forward_->layout(), host_meta_.get<int32_t>());
+  return CudaStatus(cudaMemcpyAsync(forward_->metadata(), host_meta_.get(), used * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_),
+                    "metadata upload");
 }
 
-absl::Status CudaBackend::Impl::RunPass(cuda::PassPlan& plan, const PassOutput& want) {
+absl::Status PassExecutor::RunPass(PassPlan& plan, const PassOutput& want) {
   const int rows = plan.num_real_rows();
   // Decode passes whose rows are exactly the batch replay the graph of their
   // bucket, padded.
   const bool graph_pass = plan.is_decode() && rows == plan.num_tokens();
   int batch = plan.num_tokens();
-  if (graph_pass && options.use_cuda_graphs) {
-    batch = DecodeBucket(batch);
+  if (graph_pass && graphs_->enabled()) {
+    batch = graphs_->Bucket(batch);
     plan.PadDecodeTo(batch);
   }
-  const int used = plan.WriteTo(forward->layout(), host_meta.get<int32_t>());
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(forward->metadata(), host_meta.get(), used * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(Upload(plan));
   const bool sampling = !want.rows.empty();
   if (graph_pass) {
-    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueDecode(batch));  // logits and argmax of every row
+    GEMMA_STATUS_RETURN_IF_ERROR(graphs_->Run(*forward_, batch, stream_));  // logits and argmax of every row
     if (sampling) return Sample(plan, 0, rows, want);
-    return Collect(plan, 0, rows, want.argmax() ? forward->ids() : nullptr, want);
+    return Collect(plan, 0, rows, want.argmax() ? forward_->ids() : nullptr, want);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(
-      forward->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream));
-  for (int begin = 0; begin < rows; begin += forward->max_logit_rows()) {
-    const int count = std::min(rows - begin, forward->max_logit_rows());
-    GEMMA_STATUS_RETURN_IF_ERROR(forward->EnqueueLogits(begin, count, want.argmax(), stream));
+      forward_->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream_));
+  for (int begin = 0; begin < rows; begin += forward_->max_logit_rows()) {
+    const int count = std::min(rows - begin, forward_->max_logit_rows());
+    GEMMA_STATUS_RETURN_IF_ERROR(forward_->EnqueueLogits(begin, count, want.argmax(), stream_));
     if (sampling) {
       GEMMA_STATUS_RETURN_IF_ERROR(Sample(plan, begin, count, want));
     } else {
-      GEMMA_STATUS_RETURN_IF_ERROR(Collect(plan, begin, count, want.argmax() ? forward->ids() : nullptr, want));
+      GEMMA_STATUS_RETURN_IF_ERROR(
+          Collect(plan, begin, count, want.argmax() ? forward_->ids() : nullptr, want));
     }
   }
-  return cuda::CudaStatus(cudaStreamSynchronize(stream), "forward pass");
+  return CudaStatus(cudaStreamSynchronize(stream_), "forward pass");
 }
 
-// Draws logits rows [begin, begin + count) (in the forward's logits buffer)
-// with their chunks' parameters on the device, then collects the ids.
-absl::Status CudaBackend::Impl::Sample(const cuda::PassPlan& plan, int begin, int count, const PassOutput& want) {
-  auto* host_rows = host_sample_rows.get<kernels::SampleRowParams>();
+absl::Status PassExecutor::Sample(const PassPlan& plan, int begin, int count, const PassOutput& want) {
+  auto* host_rows = host_sample_rows_.get<kernels::SampleRowParams>();
   for (int r = 0; r < count; ++r) host_rows[r] = want.rows[plan.dest_rows[begin + r]];
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_rows.get(), host_rows, count * sizeof(kernels::SampleRowParams),
-                                             cudaMemcpyHostToDevice, stream));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_rows_.get(), host_rows,
+                                             count * sizeof(kernels::SampleRowParams), cudaMemcpyHostToDevice,
+                                             stream_));
   kernels::SampleParams sp;
-  sp.logits = forward->logits();
-  sp.rows = sample_rows.get<kernels::SampleRowParams>();
-  sp.out = sample_ids.get<int32_t>();
+  sp.logits = forward_->logits();
+  sp.rows = sample_rows_.get<kernels::SampleRowParams>();
+  sp.out = sample_ids_.get<int32_t>();
   sp.num_rows = count;
-  sp.vocab = config.vocab_size;
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchSample(sp, stream));
-  return Collect(plan, begin, count, sample_ids.get<int32_t>(), want);
+  sp.vocab = config_.vocab_size;
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchSample(sp, stream_));
+  return Collect(plan, begin, count, sample_ids_.get<int32_t>(), want);
 }
 
-// Copies logits rows [begin, begin + count) when the result wants logits,
-// and their ids from `device_ids` when given, to their rows of the result.
-absl::Status CudaBackend::Impl::Collect(const cuda::PassPlan& plan, int begin, int count, const int32_t* device_ids,
-                                        const PassOutput& want) {
-  const size_t vocab = config.vocab_size;
+absl::Status PassExecutor::Collect(const PassPlan& plan, int begin, int count, const int32_t* device_ids,
+                                   const PassOutput& want) {
+  const size_t vocab = config_.vocab_size;
   if (device_ids != nullptr) {
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ids.get(), device_ids, count * sizeof(int32_t),
-                                               cudaMemcpyDeviceToHost, stream));
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ids_.get(), device_ids, count * sizeof(int32_t),
+                                               cudaMemcpyDeviceToHost, stream_));
   }
   if (want.logits != nullptr) {
-    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.get(), forward->logits(),
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits_.get(), forward_->logits(),
                                                count * vocab * sizeof(float), cudaMemcpyDeviceToHost,
-                                               stream));
+                                               stream_));
   }
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   for (int r = 0; r < count; ++r) {
     const int dest = plan.dest_rows[begin + r];
-    if (device_ids != nullptr) want.ids[dest] = host_ids.get<int32_t>()[r];
+    if (device_ids != nullptr) want.ids[dest] = host_ids_.get<int32_t>()[r];
     if (want.logits != nullptr)
-      std::memcpy(want.logits + dest * vocab, host_logits.get<float>() + r * vocab, vocab * sizeof(float));
+      std::memcpy(want.logits + dest * vocab, host_logits_.get<float>() + r * vocab, vocab * sizeof(float));
   }
   return absl::OkStatus();
 }
 
-// Every chunk's logits rows, copied to the host; with `argmax` also each
-// chunk's argmax id from the device (per logits row, then each chunk's last).
-absl::Status CudaBackend::Impl::ForwardLogits(std::span<const SequenceChunk> chunks, bool argmax,
-                                              ForwardResult* result) {
+// With `argmax` the device's argmax of every logits row, then each chunk's last.
+absl::Status PassExecutor::ForwardLogits(std::span<const SequenceChunk> chunks, bool argmax, ForwardResult* result) {
   int total_rows = 0;
-  result->first_row = cuda::FirstRows(chunks, &total_rows);
-  result->logits.assign(static_cast<size_t>(total_rows) * config.vocab_size, 0.0f);
+  result->first_row = FirstRows(chunks, &total_rows);
+  result->logits.assign(static_cast<size_t>(total_rows) * config_.vocab_size, 0.0f);
   std::vector<int32_t> row_ids(argmax ? total_rows : 0);
   PassOutput want;
   want.logits = result->logits.data();
   if (argmax) want.ids = row_ids.data();
-  for (cuda::PassPlan& plan : cuda::PlanPasses(chunks, chunk_tokens, cache.block_size())) {
+  for (PassPlan& plan : PlanPasses(chunks, limits_.pass_tokens, pools_->cache().block_size())) {
     GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
   }
   result->next_ids.clear();
@@ -143,18 +148,18 @@ absl::Status CudaBackend::Impl::ForwardLogits(std::span<const SequenceChunk> chu
   return absl::OkStatus();
 }
 
-// Greedy or sampled ids of every chunk's last position.
-absl::Status CudaBackend::Impl::ForwardIds(std::span<const SequenceChunk> chunks, const PassOutput& want,
-                                           std::vector<int32_t>* next_ids) {
+absl::Status PassExecutor::ForwardIds(std::span<const SequenceChunk> chunks, std::span<const RowSampling> rows,
+                                      std::vector<int32_t>* next_ids) {
   std::vector<SequenceChunk> last_only(chunks.begin(), chunks.end());
   for (SequenceChunk& c : last_only) c.all_logits = false;
   next_ids->assign(chunks.size(), 0);
-  PassOutput w = want;
-  w.ids = next_ids->data();
-  for (cuda::PassPlan& plan : cuda::PlanPasses(last_only, chunk_tokens, cache.block_size())) {
-    GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, w));
+  PassOutput want;
+  want.ids = next_ids->data();
+  want.rows = rows;
+  for (PassPlan& plan : PlanPasses(last_only, limits_.pass_tokens, pools_->cache().block_size())) {
+    GEMMA_STATUS_RETURN_IF_ERROR(RunPass(plan, want));
   }
   return absl::OkStatus();
 }
 
-}  // namespace gemma
+}  // namespace gemma::cuda
