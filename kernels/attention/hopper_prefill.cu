@@ -1,0 +1,55 @@
+// Instances and launchers of the Hopper prefill kernel (hopper_prefill.cuh).
+#include "kernels/attention/hopper_prefill.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/attention/hopper_prefill.cuh"
+
+namespace gemma::kernels::attention {
+namespace {
+
+template <int D, int BN, int STAGES>
+cudaError_t SetUp() {
+  return cudaFuncSetAttribute(HopperPrefillKernel<D, BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              HopperShape<D, BN, STAGES>::kSmemBytes);
+}
+
+template <int D, int BN, int STAGES>
+void Launch(const KernelParams& p, dim3 grid, cudaStream_t stream) {
+  using H = HopperShape<D, BN, STAGES>;
+  HopperPrefillKernel<D, BN, STAGES><<<grid, H::kThreads, H::kSmemBytes, stream>>>(p);
+}
+
+// Named "wg-m<BM>n<BN>s<STAGES>": the tile kernel's names start with "m".
+template <int D, int BN, int STAGES>
+KernelEntry Entry() {
+  using H = HopperShape<D, BN, STAGES>;
+  KernelEntry e;
+  e.name = "wg-m" + std::to_string(H::kBM) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES);
+  e.block_m = H::kBM;
+  e.block_n = BN;
+  e.warps = H::kThreads / 32;
+  e.stages = STAGES;
+  e.d_split = H::kWD;
+  e.threads = H::kThreads;
+  e.smem_bytes = H::kSmemBytes;
+  e.setup = &SetUp<D, BN, STAGES>;
+  e.launch = &Launch<D, BN, STAGES>;
+  return e;
+}
+
+}  // namespace
+
+void AddHopperPrefill(int head_dim, KernelTable& t) {
+  // GEMMA_PREFILL_WGMMA=0: the tile kernel's candidates only (A/B runs).
+  if (const char* v = std::getenv("GEMMA_PREFILL_WGMMA"); v != nullptr && std::string(v) == "0") return;
+  if (head_dim == 512) {
+    t.prefill.push_back(Entry<512, 32, 2>());  // Q 64 KB + 2 x 64 KB K/V + 32 KB S exchange
+  } else if (head_dim == 256) {
+    t.prefill.push_back(Entry<256, 64, 2>());  // Q 64 KB + 2 x 64 KB K/V
+    t.prefill.push_back(Entry<256, 32, 3>());  // Q 64 KB + 3 x 32 KB K/V
+  }
+}
+
+}  // namespace gemma::kernels::attention

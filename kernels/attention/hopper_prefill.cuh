@@ -1,0 +1,309 @@
+// The Hopper (sm_90a) prefill attention kernel: warp-specialized, wgmma
+// for both products, bf16 cache. Included only by hopper_prefill.cu.
+//
+// A block owns BM query rows of one head (the tile kernel's row mapping:
+// heads_per_block 1, tokens_per_block BM, SetUpBlock's key range) and runs
+// 12 warps: two consumer warpgroups (warps 0-7) and a producer warpgroup
+// (8-11). setmaxnreg moves registers from the producers (40) to the
+// consumers (232): ptxas caps a 384-thread block at 168 per thread, and
+// with that cap it spills and serializes the wgmmas (warning C7512).
+// Every consumer warpgroup owns 256 head_dim columns of the output (128
+// fp32 accumulator registers per thread, the most a thread can hold next to
+// S), so
+//  - D = 512: the warpgroups split head_dim (WD = 2) over BM = 64 rows;
+//    each computes a partial S = Q K^T over its 256 dims, the two exchange
+//    their partials through shared memory (double-buffered by tile parity,
+//    one named barrier per tile) and both run the same softmax on the sum;
+//  - D = 256: each warpgroup owns 64 of BM = 128 rows (WD = 1), no exchange.
+//
+// Shared memory (every piece 1024-byte aligned): Q [D/64][BM][128 B], then
+// STAGES x (K, V), each [D/64][BN][128 B], then the S exchange. Each
+// [rows][128 B] sub-tile is 64 head_dim columns with the 128-byte swizzle
+// (16-byte chunk c of row r at chunk c ^ (r % 8)), which is at once
+//  - the K-major layout of Q (A) and K (B) for S = Q K^T (m64nBNk16,
+//    SmemDescSw128; a k16 step is +32 bytes inside the sub-tile), and
+//  - the MN-major layout of V (B) for O += P V (m64n256k16, P from
+//    registers; SmemDescSw128Mn with the next 64 dims BN x 128 bytes on).
+//
+// Producers: the paged / slot / ring row addressing of the tile kernel; warp
+// pw of the 4 copies rows pw, pw + 4, ..., 32 lanes x 16 bytes per cp.async; rows outside the
+// keys that exist are zero-filled (so a NaN-poisoned pool never reaches P V).
+// Why cp.async and not TMA: a K / V tile of BN positions spans BN /
+// block_size pool blocks in any order (block_size 16 in the engine, any power
+// of two allowed, entries -1 once a block leaves the window), and its rows
+// at the window and length edges must read as zeros: TMA would need a box
+// per block and a separate zeroing pass at the edges, cp.async does it per
+// row with its source-size operand. Each stage completes on full[s] through
+// cp.async.mbarrier.arrive.noinc (128 arrivals); consumers release it on
+// empty[s] (8 arrivals, lane 0 of every consumer warp) after their P V.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/kernel_params.h"
+#include "kernels/attention/tile_layout.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/smem_copy.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma_bf16.cuh"
+
+namespace gemma::kernels::attention {
+
+template <int D_, int BN_, int STAGES_>
+struct HopperShape {
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
+  static constexpr int kWD = D / 256;  // warpgroups splitting head_dim
+  static constexpr int kBM = 64 * (2 / kWD);
+  static constexpr int kThreads = 384;
+  static constexpr int kSubBytes = 128;  // one swizzled row of a 64-column sub-tile
+  static constexpr int kQBytes = kBM * D * 2;
+  static constexpr int kKvBytes = BN * D * 2;  // one K or V tile
+  // [parity][warpgroup][BN / 8 float4][128 threads]
+  static constexpr int kXchBytes = kWD > 1 ? 2 * 2 * (BN / 8) * 128 * 16 : 0;
+  static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvBytes + kXchBytes + kSwizzleAtom;  // + alignment
+  static_assert(D == 256 || D == 512, "a consumer warpgroup owns 256 columns");
+  static_assert(BN == 32 || BN == 64, "S tile widths with a wgmma wrapper");
+};
+
+// 16-byte chunk `c` (of D / 8) of row `r` in a [D/64][rows][128 B] tile.
+template <int kRows>
+__device__ __forceinline__ uint32_t SwizzledChunk(int r, int c) {
+  return static_cast<uint32_t>((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+template <class H>
+__device__ __forceinline__ void HopperProduce(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
+                                              uint64_t* full_bar, uint64_t* empty_bar, int pw, int lane) {
+  constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES;
+  constexpr int kRowSlots = (BN + 31) / 32;
+  const int64_t pos_stride = static_cast<int64_t>(p.num_kv_heads) * D;
+  const int64_t head_off = (static_cast<int64_t>(b.slot) * p.capacity * p.num_kv_heads + b.kv_head) * D;
+  const __nv_bfloat16* kg = p.k + head_off;
+  const __nv_bfloat16* vg = p.v + head_off;
+  const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
+  const int block_mask = (1 << p.block_shift) - 1;
+  for (int tile = 0; tile < b.num_tiles; ++tile) {
+    const int s = tile % STAGES;
+    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
+    const int u0 = b.tile_lo + tile * BN;
+    // Lane l finds the cache rows of keys l, l + 32, ...; -1: zero-fill.
+    int64_t off[kRowSlots];
+#pragma unroll
+    for (int j = 0; j < kRowSlots; ++j) {
+      const int u = u0 + lane + 32 * j;
+      int64_t idx = -1;
+      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
+        if (table != nullptr) {
+          const int blk = __ldg(table + (u >> p.block_shift));
+          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
+        } else {
+          idx = p.ring ? u % p.capacity : u;
+        }
+      }
+      off[j] = idx < 0 ? -1 : idx * pos_stride;
+    }
+    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
+#pragma unroll
+    for (int r = pw; r < BN; r += 4) {
+      const int64_t o = __shfl_sync(0xffffffffu, off[r / 32], r % 32);
+      const bool valid = o >= 0;
+      const int64_t src = valid ? o : 0;
+#pragma unroll
+      for (int c = lane; c < D / 8; c += 32) {
+        const uint32_t dst = SwizzledChunk<BN>(r, c);
+        CpAsync16(ks + dst, kg + src + c * 8, valid);
+        CpAsync16(vs + dst, vg + src + c * 8, valid);
+      }
+    }
+    CpAsyncMbarArrive(SmemAddr(&full_bar[s]));
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();  // nothing in flight when the warp exits
+}
+
+// This warpgroup's Q rows [rg * 64, +64) and columns [dp * 256, +256);
+// rows past the block's tokens are zeros.
+template <class H>
+__device__ __forceinline__ void HopperLoadQ(const KernelParams& p, const BlockRange& b, uint32_t q_smem, int rg,
+                                            int dp, int t) {
+  constexpr int D = H::D;
+  for (int i = t; i < 64 * 32; i += 128) {
+    const int row = rg * 64 + i / 32, c = dp * 32 + i % 32;
+    const bool valid = row < b.num_tokens;
+    const int64_t token = b.q_begin + b.token0 + (valid ? row : 0);
+    CpAsync16(q_smem + SwizzledChunk<H::kBM>(row, c), p.q + (token * p.num_heads + b.head0) * D + c * 8, valid);
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  FenceProxyAsyncShared();  // Q is read by wgmma (async proxy)
+}
+
+// Causal / window mask (only on tiles that cross a boundary) and the scale
+// into log2 units; x is this thread's S fragment (accumulator layout).
+template <class H>
+__device__ __forceinline__ void HopperMask(const KernelParams& p, const BlockRange& b, int u0, const int (&row_pos)[2],
+                                           int lane, float (&x)[H::BN / 2]) {
+  const bool full =
+      u0 >= b.valid_lo && u0 + H::BN - 1 <= b.pos_first && (p.window == 0 || b.pos_last - u0 < p.window);
+#pragma unroll
+  for (int i = 0; i < H::BN / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = x[4 * i + e] * p.scale_log2;
+      if (!full) {
+        const int u = u0 + 8 * i + 2 * (lane & 3) + (e & 1), pos = row_pos[e >> 1];
+        if (u < b.valid_lo || u > pos || (p.window > 0 && pos - u >= p.window)) v = -INFINITY;
+      }
+      x[4 * i + e] = v;
+    }
+}
+
+// Online softmax of the two rows this thread holds (a row is spread over a
+// lane quad): x becomes P, O and the row sums are rescaled.
+template <class H>
+__device__ __forceinline__ void HopperSoftmax(float (&x)[H::BN / 2], float (&row_max)[2], float (&row_sum)[2],
+                                              float (&o)[128]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = row_max[h];
+#pragma unroll
+    for (int i = 0; i < H::BN / 8; ++i) m = fmaxf(m, fmaxf(x[4 * i + 2 * h], x[4 * i + 2 * h + 1]));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    const float base = m == -INFINITY ? 0.f : m;
+    const float alpha = Exp2(row_max[h] - base);
+    row_max[h] = m;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < H::BN / 8; ++i) {
+      x[4 * i + 2 * h] = Exp2(x[4 * i + 2 * h] - base);
+      x[4 * i + 2 * h + 1] = Exp2(x[4 * i + 2 * h + 1] - base);
+      sum += x[4 * i + 2 * h] + x[4 * i + 2 * h + 1];
+    }
+    row_sum[h] = row_sum[h] * alpha + sum;
+#pragma unroll
+    for (int n = 0; n < 32; ++n) o[4 * n + 2 * h] *= alpha, o[4 * n + 2 * h + 1] *= alpha;
+  }
+}
+
+template <class H>
+__device__ __forceinline__ void HopperConsume(const KernelParams& p, const BlockRange& b, uint32_t smem,
+                                              float4* xch, uint64_t* full_bar, uint64_t* empty_bar) {
+  constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES, kBM = H::kBM;
+  const int t = threadIdx.x & 127, w = threadIdx.x >> 7;
+  const int warp = t >> 5, lane = t & 31;
+  const int dp = w % H::kWD, rg = w / H::kWD;
+  HopperLoadQ<H>(p, b, smem, rg, dp, t);
+  NamedBarrierSync(2 + w, 128);
+
+  int row_pos[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) row_pos[h] = min(b.pos_first + rg * 64 + warp * 16 + (lane >> 2) + 8 * h, b.pos_last);
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  const uint32_t q_base = smem + static_cast<uint32_t>(dp * 4 * kBM * 128 + rg * 64 * 128);
+  const uint32_t kv0 = smem + H::kQBytes;
+
+  for (int tile = 0; tile < b.num_tiles; ++tile) {
+    const int s = tile % STAGES;
+    MbarWait(SmemAddr(&full_bar[s]), (tile / STAGES) & 1);
+    FenceProxyAsyncShared();  // the producer's cp.async writes, now visible, before wgmma reads them
+    const uint32_t ks = kv0 + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
+
+    float x[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) x[i] = 0.f;
+    FenceRegs(x);
+    WgmmaFence();
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {  // 256 dims, 16 per step
+      const uint32_t qa = q_base + (k >> 2) * (kBM * 128) + (k & 3) * 32;
+      const uint32_t kb = ks + (dp * 4 + (k >> 2)) * (BN * 128) + (k & 3) * 32;
+      WgmmaBf16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
+    }
+    WgmmaCommit();
+    WgmmaWait<0>();
+    FenceRegs(x);
+
+    if constexpr (H::kWD > 1) {  // sum the two warpgroups' partial S
+      float4* mine = xch + ((tile & 1) * 2 + w) * (BN / 8) * 128;
+      const float4* other = xch + ((tile & 1) * 2 + (1 - w)) * (BN / 8) * 128;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mine[j * 128 + t] = make_float4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+      NamedBarrierSync(1, 256);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const float4 v = other[j * 128 + t];  // a + b == b + a: both warpgroups get the same bits
+        x[4 * j] += v.x, x[4 * j + 1] += v.y, x[4 * j + 2] += v.z, x[4 * j + 3] += v.w;
+      }
+    }
+    HopperMask<H>(p, b, b.tile_lo + tile * BN, row_pos, lane, x);
+    HopperSoftmax<H>(x, row_max, row_sum, o);
+
+    uint32_t a[BN / 16][4];  // P (bf16) as the A fragments of the k16 steps
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) a[kk][q] = PackBf16(x[8 * kk + 2 * q], x[8 * kk + 2 * q + 1]);
+    FenceRegs(o);
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      WgmmaBf16RS<256>(o, a[kk], SmemDescSw128Mn(vs + dp * 4 * (BN * 128) + kk * 16 * 128, BN * 128), 1);
+    WgmmaCommit();
+    WgmmaWait<0>();
+    FenceRegs(o);
+    if (lane == 0) MbarArrive(SmemAddr(&empty_bar[s]));
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = row_sum[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = rg * 64 + warp * 16 + (lane >> 2) + 8 * h;
+    if (r >= b.num_tokens) continue;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    __nv_bfloat16* out =
+        p.out + (static_cast<int64_t>(b.q_begin + b.token0 + r) * p.num_heads + b.head0) * D + dp * 256 + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < 32; ++n)
+      *reinterpret_cast<uint32_t*>(out + 8 * n) = PackBf16(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+  }
+}
+
+template <int D, int BN, int STAGES>
+__global__ void __launch_bounds__(384, 1) HopperPrefillKernel(const __grid_constant__ KernelParams p) {
+  using H = HopperShape<D, BN, STAGES>;
+  __shared__ __align__(8) uint64_t full_bar[STAGES];
+  __shared__ __align__(8) uint64_t empty_bar[STAGES];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const uint32_t raw = SmemAddr(smem_raw);
+  const uint32_t smem = (raw + (kSwizzleAtom - 1)) & ~static_cast<uint32_t>(kSwizzleAtom - 1);
+  float4* xch = reinterpret_cast<float4*>(smem_raw + (smem - raw) + H::kQBytes + 2 * STAGES * H::kKvBytes);
+
+  WaitForPreviousKernel();
+  BlockRange b;
+  if (!SetUpBlock<H::kBM, BN>(p, b)) return;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      MbarInit(SmemAddr(&full_bar[s]), 128);
+      MbarInit(SmemAddr(&empty_bar[s]), 8);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x >= 256) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    HopperProduce<H>(p, b, smem + H::kQBytes, full_bar, empty_bar, (threadIdx.x >> 5) & 3, threadIdx.x & 31);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    HopperConsume<H>(p, b, smem, xch, full_bar, empty_bar);
+  }
+}
+
+}  // namespace gemma::kernels::attention
