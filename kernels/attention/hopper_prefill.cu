@@ -9,24 +9,25 @@
 namespace gemma::kernels::attention {
 namespace {
 
-template <int D, int BN, int STAGES>
+template <int D, int BN, int STAGES, int QR>
 cudaError_t SetUp() {
-  return cudaFuncSetAttribute(HopperPrefillKernel<D, BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              HopperShape<D, BN, STAGES>::kSmemBytes);
+  return cudaFuncSetAttribute(HopperPrefillKernel<D, BN, STAGES, QR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              HopperShape<D, BN, STAGES, QR>::kSmemBytes);
 }
 
-template <int D, int BN, int STAGES>
+template <int D, int BN, int STAGES, int QR>
 void Launch(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using H = HopperShape<D, BN, STAGES>;
-  HopperPrefillKernel<D, BN, STAGES><<<grid, H::kThreads, H::kSmemBytes, stream>>>(p);
+  using H = HopperShape<D, BN, STAGES, QR>;
+  HopperPrefillKernel<D, BN, STAGES, QR><<<grid, H::kThreads, H::kSmemBytes, stream>>>(p);
 }
 
-// Named "wg-m<BM>n<BN>s<STAGES>": the tile kernel's names start with "m".
-template <int D, int BN, int STAGES>
+// Named "wg-m<BM>n<BN>s<STAGES>[q<QR>]": the tile kernel's names start with "m".
+template <int D, int BN, int STAGES, int QR>
 KernelEntry Entry() {
-  using H = HopperShape<D, BN, STAGES>;
+  using H = HopperShape<D, BN, STAGES, QR>;
   KernelEntry e;
-  e.name = "wg-m" + std::to_string(H::kBM) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES);
+  e.name = "wg-m" + std::to_string(H::kBM) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES) +
+           (QR > 0 ? "q" + std::to_string(QR) : "");
   e.block_m = H::kBM;
   e.block_n = BN;
   e.warps = H::kThreads / 32;
@@ -34,8 +35,8 @@ KernelEntry Entry() {
   e.d_split = H::kWD;
   e.threads = H::kThreads;
   e.smem_bytes = H::kSmemBytes;
-  e.setup = &SetUp<D, BN, STAGES>;
-  e.launch = &Launch<D, BN, STAGES>;
+  e.setup = &SetUp<D, BN, STAGES, QR>;
+  e.launch = &Launch<D, BN, STAGES, QR>;
   return e;
 }
 
@@ -45,10 +46,14 @@ void AddHopperPrefill(int head_dim, KernelTable& t) {
   // GEMMA_PREFILL_WGMMA=0: the tile kernel's candidates only (A/B runs).
   if (const char* v = std::getenv("GEMMA_PREFILL_WGMMA"); v != nullptr && std::string(v) == "0") return;
   if (head_dim == 512) {
-    t.prefill.push_back(Entry<512, 32, 2>());  // Q 64 KB + 2 x 64 KB K/V + 32 KB S exchange
+    // Q 64 KB + 2 x 64 KB K/V + 32 KB S exchange; half or 3/4 of Q in registers (all of it spills)
+    t.prefill.push_back(Entry<512, 32, 2, 0>());
+    t.prefill.push_back(Entry<512, 32, 2, 8>());
+    t.prefill.push_back(Entry<512, 32, 2, 12>());
   } else if (head_dim == 256) {
-    t.prefill.push_back(Entry<256, 64, 2>());  // Q 64 KB + 2 x 64 KB K/V
-    t.prefill.push_back(Entry<256, 32, 3>());  // Q 64 KB + 3 x 32 KB K/V
+    t.prefill.push_back(Entry<256, 64, 2, 0>());  // Q 64 KB + 2 x 64 KB K/V
+    t.prefill.push_back(Entry<256, 64, 2, 8>());
+    t.prefill.push_back(Entry<256, 32, 3, 0>());  // Q 64 KB + 3 x 32 KB K/V
   }
 }
 

@@ -7,7 +7,8 @@
 // (8-11). setmaxnreg moves registers from the producers (40) to the
 // consumers (232): ptxas caps a 384-thread block at 168 per thread, and
 // with that cap it spills and serializes the wgmmas (warning C7512).
-// Every consumer warpgroup owns 256 head_dim columns of the output (128
+// (Gemma 4's global layers have K != V: k_norm + RoPE on K, rms0 on V, so a
+// stage holds both tiles.) Every consumer warpgroup owns 256 head_dim columns of the output (128
 // fp32 accumulator registers per thread, the most a thread can hold next to
 // S), so
 //  - D = 512: the warpgroups split head_dim (WD = 2) over BM = 64 rows;
@@ -25,9 +26,10 @@
 //  - the MN-major layout of V (B) for O += P V (m64n256k16, P from
 //    registers; SmemDescSw128Mn with the next 64 dims BN x 128 bytes on).
 //
-// Producers: the paged / slot / ring row addressing of the tile kernel; warp
-// pw of the 4 copies rows pw, pw + 4, ..., 32 lanes x 16 bytes per cp.async; rows outside the
-// keys that exist are zero-filled (so a NaN-poisoned pool never reaches P V).
+// Producers: the paged / slot / ring row addressing of the tile kernel;
+// warp pw of the 4 copies rows pw, pw + 4, ..., 32 lanes x 16 bytes per
+// cp.async; rows outside the keys that exist are zero-filled (so a
+// NaN-poisoned pool never reaches P V).
 // Why cp.async and not TMA: a K / V tile of BN positions spans BN /
 // block_size pool blocks in any order (block_size 16 in the engine, any power
 // of two allowed, entries -1 once a block leaves the window), and its rows
@@ -52,9 +54,14 @@
 
 namespace gemma::kernels::attention {
 
-template <int D_, int BN_, int STAGES_>
+// QR: k16 steps of the warpgroup's Q (of 16) held in registers as wgmma A
+// fragments (read from shared memory once) instead of re-read from shared
+// memory for every key tile: shared-memory bandwidth, not the tensor cores,
+// bounds the 64-row D = 512 block (per tile: Q 64 KB, K 32 KB, V 32 KB, S
+// exchange 32 KB, cp.async fill 64 KB).
+template <int D_, int BN_, int STAGES_, int QR_ = 0>
 struct HopperShape {
-  static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, QR = QR_;
   static constexpr int kWD = D / 256;  // warpgroups splitting head_dim
   static constexpr int kBM = 64 * (2 / kWD);
   static constexpr int kThreads = 384;
@@ -66,6 +73,7 @@ struct HopperShape {
   static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvBytes + kXchBytes + kSwizzleAtom;  // + alignment
   static_assert(D == 256 || D == 512, "a consumer warpgroup owns 256 columns");
   static_assert(BN == 32 || BN == 64, "S tile widths with a wgmma wrapper");
+  static_assert(QR >= 0 && QR <= 16, "the warpgroup's Q is 16 k16 steps");
 };
 
 // 16-byte chunk `c` (of D / 8) of row `r` in a [D/64][rows][128 B] tile.
@@ -198,6 +206,10 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
   const int dp = w % H::kWD, rg = w / H::kWD;
   HopperLoadQ<H>(p, b, smem, rg, dp, t);
   NamedBarrierSync(2 + w, 128);
+  uint32_t qf[H::QR > 0 ? H::QR : 1][4];  // ldmatrix x4: the m16k16 A fragment of each step
+#pragma unroll
+  for (int k = 0; k < H::QR; ++k)
+    LdMatrixX4(smem + SwizzledChunk<kBM>(rg * 64 + warp * 16 + (lane & 15), dp * 32 + 2 * k + (lane >> 4)), qf[k]);
 
   int row_pos[2];
 #pragma unroll
@@ -224,7 +236,10 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     for (int k = 0; k < 16; ++k) {  // 256 dims, 16 per step
       const uint32_t qa = q_base + (k >> 2) * (kBM * 128) + (k & 3) * 32;
       const uint32_t kb = ks + (dp * 4 + (k >> 2)) * (BN * 128) + (k & 3) * 32;
-      WgmmaBf16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
+      if (k < H::QR)
+        WgmmaBf16RSK<BN>(x, qf[k < H::QR ? k : 0], SmemDescSw128(kb), k > 0);
+      else
+        WgmmaBf16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
     }
     WgmmaCommit();
     WgmmaWait<0>();
@@ -277,9 +292,9 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
   }
 }
 
-template <int D, int BN, int STAGES>
+template <int D, int BN, int STAGES, int QR>
 __global__ void __launch_bounds__(384, 1) HopperPrefillKernel(const __grid_constant__ KernelParams p) {
-  using H = HopperShape<D, BN, STAGES>;
+  using H = HopperShape<D, BN, STAGES, QR>;
   __shared__ __align__(8) uint64_t full_bar[STAGES];
   __shared__ __align__(8) uint64_t empty_bar[STAGES];
   extern __shared__ __align__(128) unsigned char smem_raw[];
