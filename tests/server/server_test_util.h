@@ -14,7 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "gemma/v1/gemma.grpc.pb.h"
-#include "server/server.h"
+#include "server/app/server.h"
 
 namespace gemma::server::testing {
 
