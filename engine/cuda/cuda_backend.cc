@@ -31,6 +31,7 @@ struct CudaBackend::Impl {
   int chunk_tokens = 0;
   cudaStream_t stream = nullptr;
   std::unique_ptr<cuda::DeviceWeights> weights;
+  std::unique_ptr<cuda::Tuner> tuner;  // every autotuned choice, the GEMMA_* switches
   std::unique_ptr<cuda::LinearDispatcher> linear;
   cuda::KvPools pools;
   std::unique_ptr<cuda::ModelForward> forward;
@@ -149,7 +150,7 @@ absl::StatusOr<WeightDType> CudaBackend::Impl::LmHeadDType() const {
 
 // The dispatcher and the scratch its dtypes need.
 absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
-  auto linear_or = cuda::LinearDispatcher::Create(tuning.autotune_gemv, chunk_tokens);
+  auto linear_or = cuda::LinearDispatcher::Create(tuner.get(), tuning.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
   if (lm_head == WeightDType::kINT4) {
@@ -176,7 +177,7 @@ absl::Status CudaBackend::Impl::CreateForward() {
   const int block = options.kv_block_size;
   const int table_entries = 2 * options.max_slots * ((max_context + block - 1) / block);
   auto forward_or = cuda::ModelForward::Create(config, weights.get(), pools.mutable_cache(), linear.get(),
-                                               chunk_tokens, options.max_slots, std::max(logit_rows, 1),
+                                               tuner.get(), chunk_tokens, options.max_slots, std::max(logit_rows, 1),
                                                tuning.decode_splits, EmbedScale(config, tuning), table_entries);
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
@@ -194,6 +195,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(CheckOptions(o, t));
   auto lm_head = LmHeadDType();
   if (!lm_head.ok()) return lm_head.status();
+  tuner = std::make_unique<cuda::Tuner>(cuda::TuningSwitches::FromEnv());
   GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
@@ -205,9 +207,9 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(CreateLinear(*lm_head));
   GEMMA_STATUS_RETURN_IF_ERROR(CreateForward());
   if (t.autotune_gemv) {
-    cuda::LinearTuner tuner(*linear, stream);
-    GEMMA_STATUS_RETURN_IF_ERROR(tuner.Run(LinearMatrices(config, *weights), o.max_slots,
-                                           std::min(o.max_slots, chunk_tokens), config.final_logit_softcap));
+    GEMMA_STATUS_RETURN_IF_ERROR(tuner->TuneLinears(*linear, LinearMatrices(config, *weights), o.max_slots,
+                                                    std::min(o.max_slots, chunk_tokens),
+                                                    config.final_logit_softcap, stream));
   }
   // Last, so the pool gets what weights, activations and tuning left.
   GEMMA_STATUS_RETURN_IF_ERROR(pools.Allocate(config, o, max_context, chunk_tokens));

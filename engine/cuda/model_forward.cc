@@ -11,7 +11,7 @@
 
 namespace gemma::cuda {
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
-    const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear,
+    const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear, Tuner* tuner,
     int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, float embed_scale,
     int max_table_entries) {
   std::unique_ptr<ModelForward> r(new ModelForward());
@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   r->weights_ = weights;
   r->cache_ = cache;
   r->linear_ = linear;
+  r->tuner_ = tuner;
   r->layout_ = MetadataLayout::For(max_tokens, max_seqs, max_table_entries);
   r->max_logit_rows_ = max_logit_rows;
   r->decode_splits_ = decode_splits;
@@ -171,7 +172,10 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
     return KernelStatus(kernels::LaunchDecodeAttention(
         ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));
   }
-  return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));
+  auto tile = tuner_->PrefillAttentionTile(ap, stream);
+  if (!tile.ok()) return tile.status();
+  if (tile->empty()) return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));
+  return KernelStatus(kernels::LaunchPrefillAttentionWithConfig(ap, *tile, stream));
 }
 
 absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {

@@ -35,6 +35,7 @@ class ModelForward {
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearDispatcher* linear,
+                                                             Tuner* tuner,
                                                              int max_tokens, int max_seqs,
                                                              int max_logit_rows,
                                                              int decode_splits, float embed_scale,
@@ -73,6 +74,7 @@ class ModelForward {
   const DeviceWeights* weights_ = nullptr;
   KvCache* cache_ = nullptr;
   LinearDispatcher* linear_ = nullptr;
+  Tuner* tuner_ = nullptr;  // prefill attention tiles
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice

@@ -10,13 +10,15 @@
 namespace gemma::kernels::attention {
 namespace {
 
-std::string CachePath() {
+// Until configured (programs that use the kernels without the engine's
+// Tuner): the two switches' documented meaning, read here.
+std::string DefaultPath() {
   if (const char* p = std::getenv("GEMMA_AUTOTUNE_CACHE"); p != nullptr && *p != '\0') return p;
   const char* home = std::getenv("HOME");
   return std::string(home != nullptr ? home : ".") + "/.cache/gemma-serve/autotune.txt";
 }
 
-bool EnabledFromEnv() {
+bool DefaultEnabled() {
   const char* v = std::getenv("GEMMA_AUTOTUNE");
   return v == nullptr || std::string(v) != "0";
 }
@@ -44,7 +46,21 @@ AutotuneCache& AutotuneCache::Get() {
   return *cache;
 }
 
-AutotuneCache::AutotuneCache() : enabled_(EnabledFromEnv()), path_(CachePath()) {}
+AutotuneCache::AutotuneCache() : enabled_(DefaultEnabled()), path_(DefaultPath()) {}
+
+void AutotuneCache::Configure(bool enabled, const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  enabled_ = enabled;
+  if (path == path_) return;
+  path_ = path;
+  loaded_ = false;
+  entries_.clear();
+}
+
+bool AutotuneCache::enabled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enabled_;
+}
 
 std::string AutotuneCache::Key(const char* kernel, int head_dim, const std::string& bucket) {
   return DeviceName() + "/" + kernel + "/D" + std::to_string(head_dim) + "/" + bucket;

@@ -2,7 +2,11 @@
 // (GPU name, kernel, head_dim, shape bucket), backed by a small text file so a
 // restart skips the timing (and picks the same kernels: a re-timed choice
 // can differ between start-ups and, with it, the summation order). Also used
-// by the decode GEMVs' tuning (engine/cuda/linear.cc). One line per entry: "<key>\t<config name>".
+// by the engine's linear tuning (engine/cuda/linear/). One line per entry: "<key>\t<config name>".
+// Where it lives and whether it is used is configured by its user (the
+// engine's Tuner, from its GEMMA_AUTOTUNE / GEMMA_AUTOTUNE_CACHE switches);
+// until then (kernel tests and benchmarks) it reads those two variables
+// itself, with the same meaning (docs/tuning.md).
 // Thread-safe: one mutex around a hash map (a prefill launch does one lookup).
 #pragma once
 
@@ -18,8 +22,11 @@ class AutotuneCache {
   // The process's cache; the file is read at the first lookup.
   static AutotuneCache& Get();
 
-  // False when env GEMMA_AUTOTUNE is "0" (fixed default configurations).
-  bool enabled() const { return enabled_; }
+  // Off: fixed default configurations, nothing read or written. A new path
+  // drops what was loaded from the old one.
+  void Configure(bool enabled, const std::string& path);
+  // False when configured off.
+  bool enabled() const;
 
   std::optional<std::string> Lookup(const std::string& key);
   // Remembers and appends to the file; a file that cannot be written only
@@ -36,9 +43,9 @@ class AutotuneCache {
   AutotuneCache();
   void LoadLocked();
 
-  const bool enabled_;
-  const std::string path_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  bool enabled_ = true;
+  std::string path_;
   bool loaded_ = false;
   std::unordered_map<std::string, std::string> entries_;
 };

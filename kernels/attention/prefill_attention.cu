@@ -7,6 +7,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/autotune.h"
+#include "kernels/attention/prefill_tuning.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
 
@@ -134,27 +135,49 @@ std::string TimeConfig(const KernelEntry& e, const AttentionParams& p, cudaStrea
   return err;
 }
 
-std::string Tune(const AttentionParams& p, const KernelTable& table, const std::string& key,
-                 cudaStream_t stream) {
+// The fastest configuration of `table` on `p`, into *best.
+std::string TimeTable(const AttentionParams& p, const KernelTable& table, cudaStream_t stream,
+                      const KernelEntry** best) {
   if (std::string err = SetUpTable(p.head_dim, table, p.kv_fp8); !err.empty()) return err;
   int device = 0;
   int smem_optin = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const KernelEntry* best = nullptr;
+  *best = nullptr;
   float best_ms = 0.f;
   for (const KernelEntry& e : table.prefill) {
     if (e.smem_bytes > smem_optin || (p.kv_fp8 && e.launch_fp8 == nullptr)) continue;
     float ms = 0.f;
     if (std::string err = TimeConfig(e, p, stream, &ms); !err.empty()) return err;
-    if (best == nullptr || ms < best_ms) best = &e, best_ms = ms;
+    if (*best == nullptr || ms < best_ms) *best = &e, best_ms = ms;
   }
-  if (best == nullptr) return "prefill autotune: no configuration fits this GPU's shared memory";
+  if (*best == nullptr) return "prefill autotune: no configuration fits this GPU's shared memory";
+  return "";
+}
+
+std::string Tune(const AttentionParams& p, const KernelTable& table, const std::string& key,
+                 cudaStream_t stream) {
+  const KernelEntry* best = nullptr;
+  if (std::string err = TimeTable(p, table, stream, &best); !err.empty()) return err;
   AutotuneCache::Get().Store(key, best->name);
   return "";
 }
 
 }  // namespace
+
+std::string PrefillAttentionBucket(const AttentionParams& params) { return Bucket(params); }
+
+std::string TimePrefillAttention(const AttentionParams& params, cudaStream_t stream, std::string* best) {
+  best->clear();
+  if (std::string err = attention::ValidateParams(params, false); !err.empty()) return err;
+  if (Capturing(stream)) return "prefill autotune: the stream is capturing a graph";
+  if (Padded(params.head_dim) != nullptr) return "";
+  const KernelEntry* e = nullptr;
+  if (std::string err = TimeTable(params, *attention::TableForHeadDim(params.head_dim), stream, &e); !err.empty())
+    return err;
+  *best = e->name;
+  return "";
+}
 
 std::vector<std::string> PrefillAttentionConfigs(int head_dim, bool kv_fp8) {
   std::vector<std::string> names;

@@ -32,11 +32,11 @@ int VariantByName(bool fp8, const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LinearDispatcher>> LinearDispatcher::Create(bool autotune, int tune_m) {
-  const TuningSwitches switches = TuningSwitches::FromEnv();
-  std::unique_ptr<LinearDispatcher> r(new LinearDispatcher(switches));
+absl::StatusOr<std::unique_ptr<LinearDispatcher>> LinearDispatcher::Create(Tuner* tuner, bool autotune,
+                                                                            int tune_m) {
+  std::unique_ptr<LinearDispatcher> r(new LinearDispatcher(*tuner));
   GEMMA_STATUS_RETURN_IF_ERROR(r->workspace_.Allocate(kGemmWorkspaceBytes));
-  auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m, switches);
+  auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m, *tuner);
   if (!gemm.ok()) return gemm.status();
   r->gemm_ = std::move(*gemm);
   return r;
@@ -52,14 +52,16 @@ absl::Status LinearDispatcher::ReserveFp8(int max_m, int max_k) {
 }
 
 int LinearDispatcher::VariantFor(int n, int k, int batch) const {
-  auto it = best_.find({n, k, batch});
-  return it == best_.end() ? -1 : it->second;
+  const auto& best = tuner_.choices().gemv_bf16;
+  auto it = best.find({n, k, batch});
+  return it == best.end() ? -1 : it->second;
 }
 
 int LinearDispatcher::Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const {
-  auto it = fp8_best_.find({n, k, m});
-  if (it == fp8_best_.end()) return -1;
-  const Fp8Choice& c = it->second;
+  const auto& best = tuner_.choices().gemv_fp8;
+  auto it = best.find({n, k, m});
+  if (it == best.end()) return -1;
+  const Fp8GemvChoice& c = it->second;
   const float e4m3_ms = c.e4m3_ms + (have_codes ? 0.0f : c.quant_ms);
   return c.a16 >= 0 && have_bf16 && (c.e4m3 < 0 || c.a16_ms < e4m3_ms) ? c.a16 : c.e4m3;
 }
@@ -204,12 +206,12 @@ bool LinearDispatcher::LoadTuned(bool fp8, int n, int k, int batch) {
   if (!fp8) {
     const int v = f.size() == 1 ? VariantByName(false, f[0]) : -1;
     if (v < 0 || !kernels::GemvVariantSupportsBatch(v, batch)) return false;
-    best_[{n, k, batch}] = v;
+    tuner_.choices().gemv_bf16[{n, k, batch}] = v;
     ++cache_hits_;
     return true;
   }
   if (f.size() != 5) return false;
-  Fp8Choice c;
+  Fp8GemvChoice c;
   c.e4m3 = VariantByName(true, f[0]);
   c.a16 = f[2] == "-" ? -1 : VariantByName(true, f[2]);
   int64_t ns[3] = {0, 0, 0};
@@ -224,7 +226,7 @@ bool LinearDispatcher::LoadTuned(bool fp8, int n, int k, int batch) {
   // line must not hand E4M3 codes to an a16 kernel or the reverse).
   if (c.e4m3 < 0 || kernels::GemvFp8VariantTakesBf16(c.e4m3)) return false;
   if (f[2] != "-" && (c.a16 < 0 || !kernels::GemvFp8VariantTakesBf16(c.a16))) return false;
-  fp8_best_[{n, k, batch}] = c;
+  tuner_.choices().gemv_fp8[{n, k, batch}] = c;
   ++cache_hits_;
   return true;
 }
@@ -233,10 +235,11 @@ void LinearDispatcher::StoreTuned(bool fp8, int n, int k, int batch) const {
   auto& cache = kernels::attention::AutotuneCache::Get();
   if (!cache.enabled()) return;
   if (!fp8) {
-    cache.Store(GemvCacheKey(false, n, k, batch), kernels::GemvVariantName(best_.at({n, k, batch})));
+    cache.Store(GemvCacheKey(false, n, k, batch),
+                kernels::GemvVariantName(tuner_.choices().gemv_bf16.at({n, k, batch})));
     return;
   }
-  const Fp8Choice& c = fp8_best_.at({n, k, batch});
+  const Fp8GemvChoice& c = tuner_.choices().gemv_fp8.at({n, k, batch});
   cache.Store(GemvCacheKey(true, n, k, batch),
               absl::StrCat(kernels::GemvFp8VariantName(c.e4m3), " ", MsToNs(c.e4m3_ms), " ",
                            c.a16 >= 0 ? kernels::GemvFp8VariantName(c.a16) : "-", " ", MsToNs(c.a16_ms), " ",
@@ -286,10 +289,10 @@ absl::Status LinearDispatcher::Autotune(int n, int k, int batch, const DeviceMat
       return st.ok() ? std::string() : std::string(st.message());
     });
     if (!quant_ms.ok()) return quant_ms.status();
-    fp8_best_[{n, k, batch}] =
-        Fp8Choice{best[0], RoundToNs(best_ms[0]), best[1], RoundToNs(best_ms[1]), RoundToNs(*quant_ms)};
+    tuner_.choices().gemv_fp8[{n, k, batch}] =
+        Fp8GemvChoice{best[0], RoundToNs(best_ms[0]), best[1], RoundToNs(best_ms[1]), RoundToNs(*quant_ms)};
   } else {
-    best_[{n, k, batch}] = best[0];
+    tuner_.choices().gemv_bf16[{n, k, batch}] = best[0];
   }
   StoreTuned(fp8, n, k, batch);
   return absl::OkStatus();
@@ -305,7 +308,7 @@ absl::Status LinearDispatcher::AutotuneWgmmaFp8(std::span<const DeviceMatrix> ma
 
 std::string LinearDispatcher::Fp8TuningSummary(int batch) const {
   std::string s;
-  for (const auto& [key, c] : fp8_best_) {
+  for (const auto& [key, c] : tuner_.choices().gemv_fp8) {
     const auto [n, k, b] = key;
     if (b != batch) continue;
     absl::StrAppend(&s, s.empty() ? "" : "\n", "  fp8 GEMV ", n, " x ", k, " b", b, ": ",

@@ -27,6 +27,7 @@
 #include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/common/device_matrix.h"
 #include "engine/cuda/linear/lt_gemm.h"
+#include "engine/cuda/linear/tuner.h"
 #include "engine/cuda/linear/wgmma_path.h"
 
 namespace gemma::cuda {
@@ -48,8 +49,9 @@ struct LinearArgs {
 class LinearDispatcher {
  public:
   // `autotune`: time GEMM algorithms for m == tune_m (and GEMV tilings in
-  // Autotune()).
-  static absl::StatusOr<std::unique_ptr<LinearDispatcher>> Create(bool autotune, int tune_m);
+  // Autotune()). The choices and the switches are `tuner`'s, which must
+  // outlive the dispatcher.
+  static absl::StatusOr<std::unique_ptr<LinearDispatcher>> Create(Tuner* tuner, bool autotune, int tune_m);
   absl::Status Run(const LinearArgs& a, cudaStream_t stream);
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
@@ -98,7 +100,9 @@ class LinearDispatcher {
   void set_wgmma_preference(WgmmaPreference p) { wgmma_.set_preference(p); }
   // After a failed AutotuneWgmmaFp8: GEMV / cuBLASLt only, scratch freed.
   void DisableWgmmaFp8() { wgmma_.Disable(); }
-  int num_tuned() const { return static_cast<int>(best_.size() + fp8_best_.size()); }
+  int num_tuned() const {
+    return static_cast<int>(tuner_.choices().gemv_bf16.size() + tuner_.choices().gemv_fp8.size());
+  }
   // Autotune() calls answered from the cache, and the cache key of a shape.
   int cache_hits() const { return cache_hits_ + wgmma_.cache_hits(); }
   std::string GemvCacheKey(bool fp8, int n, int k, int batch) const;
@@ -110,17 +114,8 @@ class LinearDispatcher {
   std::string Fp8TuningSummary(int batch) const;
 
  private:
-  explicit LinearDispatcher(const TuningSwitches& switches) : a16_(switches.fp8_a16), wgmma_(switches) {}
-  // Measured fp8 GEMV choices of one (n, k, batch): the fastest E4M3-input
-  // variant, the fastest bf16-input (a16) one, and the quantization an E4M3
-  // variant needs when x comes unquantized.
-  struct Fp8Choice {
-    int e4m3 = -1;
-    float e4m3_ms = 0.0f;
-    int a16 = -1;
-    float a16_ms = 0.0f;
-    float quant_ms = 0.0f;
-  };
+  explicit LinearDispatcher(Tuner& tuner)
+      : tuner_(tuner), a16_(tuner.switches().fp8_a16), wgmma_(tuner) {}
   int VariantFor(int n, int k, int batch) const;
   absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream);
   // Times every W4A16 GEMV tiling for (n, k, batch) on `w`; keeps the fastest.
@@ -144,11 +139,9 @@ class LinearDispatcher {
   bool LoadTuned(bool fp8, int n, int k, int batch);   // false: not cached (or stale)
   void StoreTuned(bool fp8, int n, int k, int batch) const;
 
+  Tuner& tuner_;  // the GEMV choices: gemv_bf16, gemv_fp8, gemv_int4
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
-  std::map<std::tuple<int, int, int>, int> best_;  // bf16: (n, k, batch) -> GEMV variant
-  std::map<std::tuple<int, int, int>, Fp8Choice> fp8_best_;
-  std::map<std::tuple<int, int, int>, int> int4_best_;  // (n, k, batch) -> W4A16 GEMV variant
   DeviceBuffer int4_scratch_;  // bf16 [max_elements]: a dequantized int4 matrix for the GEMM
   int64_t int4_scratch_elements_ = 0;
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]

@@ -47,8 +47,9 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   if (a.m <= kMaxGemvRows) {
     for (int row0 = 0; row0 < a.m; row0 += kernels::kW4MaxBatch) {
       const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
-      const auto it = int4_best_.find({a.n, a.k, rows});
-      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == int4_best_.end() ? -1 : it->second, stream));
+      const auto& best = tuner_.choices().gemv_int4;
+      const auto it = best.find({a.n, a.k, rows});
+      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream));
     }
     return absl::OkStatus();
   }
@@ -95,7 +96,7 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, const Devic
       best = v;
     }
   }
-  int4_best_[{n, k, batch}] = best;
+  tuner_.choices().gemv_int4[{n, k, batch}] = best;
   return absl::OkStatus();
 }
 

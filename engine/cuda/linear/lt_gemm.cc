@@ -50,7 +50,7 @@ bool SetScaleMode(cublasLtMatmulDesc_t desc, cublasLtMatmulMatrixScale_t mode, c
 struct LtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  cublasLtMatmulAlgo_t* algo = nullptr;  // in the tuner's table
   bool outer_vec_scales = false;  // fp8: cuBLASLt applies the row/column scales
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -61,14 +61,14 @@ struct LtGemm::Plan {
 };
 
 absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(void* workspace, size_t workspace_bytes,
-                                                       bool autotune, int tune_m,
-                                                       const TuningSwitches& switches) {
+                                                       bool autotune, int tune_m, Tuner& tuner) {
   std::unique_ptr<LtGemm> g(new LtGemm());
   GEMMA_LT_RETURN_IF_ERROR(cublasLtCreate(&g->handle_));
   g->workspace_ = workspace;
   g->workspace_bytes_ = workspace_bytes;
   g->autotune_ = autotune;
-  g->switches_ = switches;
+  g->switches_ = tuner.switches();
+  g->algos_ = &tuner.choices().gemm_algo;
   g->tune_m_ = tune_m;
   return g;
 }
@@ -102,7 +102,7 @@ absl::Status LtGemm::Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* can
     }
     if (ok && ms_total < best_ms) {
       best_ms = ms_total;
-      plan.algo = cands[i].algo;
+      *plan.algo = cands[i].algo;
     }
   }
   cudaEventDestroy(start);
@@ -110,7 +110,7 @@ absl::Status LtGemm::Tune(Plan& plan, const cublasLtMatmulHeuristicResult_t* can
   cudaGetLastError();  // a rejected candidate must not poison later checks
   // The last candidate timed may not be the winner: recompute the result.
   return LtStatus(cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, out, plan.c, out,
-                                 plan.c, &plan.algo, workspace_, workspace_bytes_, stream),
+                                 plan.c, plan.algo, workspace_, workspace_bytes_, stream),
                   "cublasLtMatmul");
 }
 
@@ -172,7 +172,9 @@ absl::StatusOr<LtGemm::Plan*> LtGemm::GetPlan(const void* w, const void* x, void
     return absl::InternalError(
         absl::StrCat("cuBLASLt: no algorithm for ", m, "x", n, "x", k, fp8_inputs ? " (fp8)" : ""));
   }
-  plan->algo = cands[0].algo;
+  cublasLtMatmulAlgo_t& algo = (*algos_)[key];
+  algo = cands[0].algo;
+  plan->algo = &algo;
   // Timed: the full prefill pass and the decode batch buckets (powers of two,
   // planned at start-up when their graphs are captured), the shapes that run
   // all the time; the heuristic's first choice can be far off for skinny m.
@@ -192,7 +194,7 @@ absl::Status LtGemm::Run(const void* w, const void* x, void* out, bool out_f32, 
   if (!plan.ok()) return plan.status();
   const float alpha = 1.0f, beta = 0.0f;
   return LtStatus(cublasLtMatmul(handle_, (*plan)->desc, &alpha, w, (*plan)->a, x, (*plan)->b, &beta, out,
-                                 (*plan)->c, out, (*plan)->c, &(*plan)->algo, workspace_, workspace_bytes_,
+                                 (*plan)->c, out, (*plan)->c, (*plan)->algo, workspace_, workspace_bytes_,
                                  stream),
                   "cublasLtMatmul");
 }
@@ -208,7 +210,7 @@ absl::StatusOr<bool> LtGemm::RunFp8(const void* w, const float* w_scale, const v
   }
   const float alpha = 1.0f, beta = 0.0f;
   GEMMA_STATUS_RETURN_IF_ERROR(LtStatus(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.c,
-                                                       out, p.c, &p.algo, workspace_, workspace_bytes_, stream),
+                                                       out, p.c, p.algo, workspace_, workspace_bytes_, stream),
                                         "cublasLtMatmul (fp8)"));
   return p.outer_vec_scales;
 }

@@ -2,7 +2,9 @@
 // scale 1; fp32 accumulate, bf16 or fp32 out) through cuBLASLt. For the hot shapes (m == tune_m, the
 // full prefill pass, and powers of two up to 512, the decode batch buckets)
 // the heuristic's top candidates are timed once on the real buffers and the
-// fastest kept; other m use the heuristic's first choice. Thread-safety: owned by the backend's thread.
+// fastest kept; other m use the heuristic's first choice. Each shape's
+// algorithm is recorded in the Tuner (TunedChoices::gemm_algo), which the
+// plan reads on every run. Thread-safety: owned by the backend's thread.
 #pragma once
 
 #include <cublasLt.h>
@@ -14,15 +16,15 @@
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/linear/switches.h"
+#include "engine/cuda/linear/tuner.h"
 
 namespace gemma::cuda {
 
 class LtGemm {
  public:
-  // `workspace` (device, `workspace_bytes`) must outlive this object.
+  // `workspace` (device, `workspace_bytes`) and `tuner` must outlive this object.
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(void* workspace, size_t workspace_bytes,
-                                                        bool autotune, int tune_m,
-                                                        const TuningSwitches& switches);
+                                                        bool autotune, int tune_m, Tuner& tuner);
   ~LtGemm();
   absl::Status Run(const void* w, const void* x, void* out, bool out_f32, int m, int n, int k,
                    cudaStream_t stream);
@@ -54,6 +56,7 @@ class LtGemm {
   // steps, and fast accumulation skips the promotion (as Transformer Engine
   // does for forward GEMMs): the accuracy the wgmma linear must match.
   TuningSwitches switches_;
+  std::map<GemmKey, cublasLtMatmulAlgo_t>* algos_ = nullptr;  // the tuner's
   int tune_m_ = 0;
   std::map<std::tuple<int, int, int, bool, bool>, std::unique_ptr<Plan>> plans_;  // m, n, k, f32, fp8
 };

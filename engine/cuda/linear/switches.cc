@@ -27,10 +27,23 @@ WgmmaPreference WgmmaFromEnv() {
   return WgmmaPreference::kMeasured;
 }
 
+std::string DefaultCachePath() {
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.cache/gemma-serve/autotune.txt";
+}
+
 }  // namespace
+
+std::vector<std::string> TuningSwitches::Names() {
+  return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
+          "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM"};
+}
 
 TuningSwitches TuningSwitches::FromEnv() {
   TuningSwitches s;
+  s.autotune = OnUnlessZero("GEMMA_AUTOTUNE");
+  const char* cache = std::getenv("GEMMA_AUTOTUNE_CACHE");
+  s.autotune_cache = cache != nullptr && *cache != '\0' ? cache : DefaultCachePath();
   s.fp8_a16 = OnUnlessZero("GEMMA_FP8_A16");
   s.fp8_wgmma = WgmmaFromEnv();
   if (const char* env = std::getenv("GEMMA_FP8_WGMMA_SHAPES"); env != nullptr && *env != '\0') {

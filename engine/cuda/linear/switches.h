@@ -1,13 +1,15 @@
-// The environment switches of the linear layers' kernel choices, parsed in
-// one place (docs/tuning.md lists every GEMMA_* switch, with the autotune
-// cache's two in kernels/attention/autotune.h). They are A/B and debugging
-// knobs: the defaults are what serving runs. Read when a LinearDispatcher is
-// created, which hands them to its parts (tests set them per instance).
+// The GEMMA_* environment switches of the CUDA backend's kernel choices,
+// parsed in one place (docs/tuning.md lists every one; Names() is the list
+// a test holds the document to). They are A/B and debugging knobs: the
+// defaults are what serving runs. Read when the backend's Tuner is created
+// (tuner.h), which hands them to the paths it tunes and to the autotune
+// cache file.
 // Thread-safety: plain data; FromEnv only reads the environment.
 #pragma once
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace gemma::cuda {
 
@@ -21,6 +23,12 @@ enum class WgmmaPreference {
 };
 
 struct TuningSwitches {
+  // GEMMA_AUTOTUNE (default 1): 0 keeps no autotune cache (every start-up
+  // re-times the linears; attention takes its fixed default tiles).
+  bool autotune = true;
+  // GEMMA_AUTOTUNE_CACHE (default $HOME/.cache/gemma-serve/autotune.txt):
+  // the autotune cache file.
+  std::string autotune_cache;
   // GEMMA_FP8_A16 (default 1): 0 leaves the fp8 GEMVs that read bf16 x
   // (a16) out of autotuning.
   bool fp8_a16 = true;
@@ -42,6 +50,8 @@ struct TuningSwitches {
   // Parsed from the environment; a malformed value is logged and the
   // default kept.
   static TuningSwitches FromEnv();
+  // The name of every switch FromEnv reads.
+  static std::vector<std::string> Names();
 };
 
 }  // namespace gemma::cuda

@@ -74,11 +74,12 @@ std::optional<WgmmaChoice> ParseWgmmaCacheEntry(const std::string& value, int bu
   return c;
 }
 
-WgmmaPath::WgmmaPath(const TuningSwitches& switches)
-    : preference_(switches.fp8_wgmma),
-      fast_accum_(switches.fp8_fast_accum),
-      only_shapes_(switches.fp8_wgmma_shapes),
-      max_m_(switches.fp8_wgmma_max_m) {
+WgmmaPath::WgmmaPath(Tuner& tuner)
+    : choices_(tuner.choices().wgmma),
+      preference_(tuner.switches().fp8_wgmma),
+      fast_accum_(tuner.switches().fp8_fast_accum),
+      only_shapes_(tuner.switches().fp8_wgmma_shapes),
+      max_m_(tuner.switches().fp8_wgmma_max_m) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {

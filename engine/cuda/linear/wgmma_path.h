@@ -4,8 +4,9 @@
 // it would run otherwise — the fp8 GEMV at m <= kGemvMaxBatch, cuBLASLt's FP8
 // GEMM (+ scale epilogue) above — where start-up timing measured it faster.
 // This object holds what that takes: the split-K / stream-K scratch (Reserve, once,
-// before any graph capture), the measured choice per (n, k, bucket) (also
-// kept in the autotune cache file, next to the GEMV's), and the launch.
+// before any graph capture), the timing of the candidates, whose measured
+// choice per (n, k, bucket) it records in the Tuner (TunedChoices::wgmma;
+// also kept in the autotune cache file, next to the GEMV's), and the launch.
 //
 // Why measured per shape and bucket, not assumed: the kernel streams the
 // weights at up to ~4 TB/s where cuBLASLt's skinny FP8 GEMMs reach ~2.4-2.75,
@@ -50,22 +51,11 @@
 #include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/common/device_matrix.h"
 #include "engine/cuda/linear/switches.h"
+#include "engine/cuda/linear/tuner.h"
 
 namespace gemma::cuda {
 
 struct LinearArgs;  // linear.h
-
-// One measured (n, k, bucket): the fastest wgmma variant x K split or
-// stream-K grid (variant -1: no candidate could run) and the baseline's time
-// on the same launches (the fp8 GEMV's at buckets up to kGemvMaxBatch, else
-// cuBLASLt's).
-struct WgmmaChoice {
-  int variant = -1;
-  int splits = 1;
-  int streamk_per_sm = 0;  // > 0: stream-K over this many CTAs per SM (splits 1)
-  float wgmma_ms = 0.0f;
-  float baseline_ms = 0.0f;
-};
 
 // Cache line of a choice: "<variant name or -> <splits> <stream-K CTAs per
 // SM> <wgmma ns> <baseline ns>" (whole nanoseconds, so a cached choice
@@ -96,8 +86,9 @@ class WgmmaPath {
   static constexpr int kMaxCtasPerSm = 4;
   static constexpr int kMaxStreamKPerSm = 2;
 
-  // Takes GEMMA_FP8_WGMMA, _SHAPES, _MAX_M and GEMMA_FP8_FAST_ACCUM.
-  explicit WgmmaPath(const TuningSwitches& switches);
+  // Takes GEMMA_FP8_WGMMA, _SHAPES, _MAX_M and GEMMA_FP8_FAST_ACCUM from
+  // the tuner's switches; records its choices there.
+  explicit WgmmaPath(Tuner& tuner);
   WgmmaPreference preference() const { return preference_; }
   // Tests and A/B runs; overrides GEMMA_FP8_WGMMA (kOff after tuning keeps
   // the tuned choices for a later kMeasured).
@@ -159,6 +150,7 @@ class WgmmaPath {
   bool Load(int n, int k, int bucket, bool codes_given);
   void Store(int n, int k, int bucket, bool codes_given) const;
 
+  std::map<ShapeKey, WgmmaChoice>& choices_;  // the tuner's (n, k, bucket) table
   WgmmaPreference preference_ = WgmmaPreference::kMeasured;
   bool fast_accum_ = true;
   int num_sms_ = 0;
@@ -166,7 +158,6 @@ class WgmmaPath {
   DeviceBuffer counters_;   // int per row tile, zero between launches
   size_t workspace_floats_ = 0;
   int num_counters_ = 0;
-  std::map<std::tuple<int, int, int>, WgmmaChoice> choices_;  // (n, k, bucket)
   int cache_hits_ = 0;
   std::string gemv_key_suffix_;
   std::set<std::string> only_shapes_;  // GEMMA_FP8_WGMMA_SHAPES (empty: all)

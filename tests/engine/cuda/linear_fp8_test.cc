@@ -49,7 +49,8 @@ struct RandomFp8Weights {
 void CheckLinearFp8(int m, int n, int k, bool outer_vec) {
   SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " outer_vec=" << outer_vec);
   setenv("GEMMA_FP8_OUTER_VEC", outer_vec ? "1" : "0", 1);
-  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+  cuda::Tuner tuner(cuda::TuningSwitches::FromEnv());
+  auto dispatcher = cuda::LinearDispatcher::Create(&tuner, false, 0);
   ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
   ASSERT_TRUE((*dispatcher)->ReserveFp8(m, k).ok());
   const RandomFp8Weights weights(n, k);
@@ -134,7 +135,8 @@ std::vector<double> Fp8WeightsTimesBf16(const std::vector<uint8_t>& codes, const
 TEST(LinearFp8Test, TunedGemvEitherInputPath) {
   GEMMA_REQUIRE_GPU();
   const int n = 5376, k = 8192;
-  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+  cuda::Tuner tuner(cuda::TuningSwitches::FromEnv());
+  auto dispatcher = cuda::LinearDispatcher::Create(&tuner, false, 0);
   ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
   ASSERT_TRUE((*dispatcher)->ReserveFp8(8, k).ok());
   const RandomFp8Weights weights(n, k);
@@ -184,7 +186,8 @@ TEST(LinearFp8Test, TunedChoiceComesBackFromTheCache) {
   const std::vector<double> ref = Fp8WeightsTimesBf16(weights.w8.Download(), weights.ws.Download(), xb, m, n, k);
   // Tunes (n, k, m) on a fresh dispatcher; returns its output and cache hits.
   auto tune_and_run = [&](std::vector<__nv_bfloat16>* out_host, int* hits, std::string* key) {
-    auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+    cuda::Tuner tuner(cuda::TuningSwitches::FromEnv());
+    auto dispatcher = cuda::LinearDispatcher::Create(&tuner, false, 0);
     ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
     ASSERT_TRUE((*dispatcher)->ReserveFp8(8, k).ok());
     ASSERT_TRUE((*dispatcher)->Autotune(n, k, m, wm, x.get(), scratch.get(), nullptr).ok());
@@ -239,17 +242,27 @@ struct WgmmaWeights {
 // A dispatcher with the fp8 and wgmma scratch for w at up to 64 rows, tuned
 // for w's shape (fp32 out + softcap when softcap > 0, as the LM head;
 // `codes_given`: decode would pass x already quantized).
-std::unique_ptr<cuda::LinearDispatcher> TunedWgmmaDispatcher(const WgmmaWeights& w, float softcap, bool codes_given = true) {
-  auto dispatcher = cuda::LinearDispatcher::Create(false, 0);
+// The dispatcher with the tuner that holds its choices.
+struct TunedDispatcher {
+  std::unique_ptr<cuda::Tuner> tuner;
+  std::unique_ptr<cuda::LinearDispatcher> dispatcher;
+  cuda::LinearDispatcher* operator->() const { return dispatcher.get(); }
+  cuda::LinearDispatcher& operator*() const { return *dispatcher; }
+  bool operator==(std::nullptr_t) const { return dispatcher == nullptr; }
+};
+
+TunedDispatcher TunedWgmmaDispatcher(const WgmmaWeights& w, float softcap, bool codes_given = true) {
+  auto tuner = std::make_unique<cuda::Tuner>(cuda::TuningSwitches::FromEnv());
+  auto dispatcher = cuda::LinearDispatcher::Create(tuner.get(), false, 0);
   EXPECT_TRUE(dispatcher.ok()) << dispatcher.status();
-  if (!dispatcher.ok()) return nullptr;
+  if (!dispatcher.ok()) return {};
   EXPECT_TRUE((*dispatcher)->ReserveFp8(64, w.k).ok());
   EXPECT_TRUE((*dispatcher)->ReserveWgmmaFp8(w.n).ok());
   const cuda::DeviceMatrix mats[] = {w.matrix()};
   const absl::Status st =
       (*dispatcher)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, nullptr);
   EXPECT_TRUE(st.ok()) << st;
-  return std::move(*dispatcher);
+  return {std::move(tuner), std::move(*dispatcher)};
 }
 
 // Runs w at m random rows (bf16 out, or fp32 with `softcap`) and checks the

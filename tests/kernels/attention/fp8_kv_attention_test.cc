@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/autotune.h"
 #include "tests/kernels/attention/attention_case.h"
 
 namespace gemma::kernels::testing {
@@ -28,7 +29,7 @@ class Fp8KvAttentionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
-    setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
+    attention::AutotuneCache::Get().Configure(true, "/tmp/gemma-attention-test-autotune.txt");
   }
 
   // Runs `launch` on the bf16 view and on its E4M3 copy, slot and paged

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/autotune.h"
 #include "tests/kernels/attention/attention_case.h"
 
 namespace gemma::kernels::testing {
@@ -21,7 +22,7 @@ class PaddedHeadDimTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
-    setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/gemma-attention-test-autotune.txt", 1);
+    attention::AutotuneCache::Get().Configure(true, "/tmp/gemma-attention-test-autotune.txt");
   }
 
   // Runs `launch` over the slot view and the paged view (bf16, then with

@@ -1,0 +1,75 @@
+// The GEMMA_* switches: docs/tuning.md lists every switch TuningSwitches
+// reads, and FromEnv parses each one (values, defaults, malformed values
+// keep the default). No GPU needed.
+#include "engine/cuda/linear/switches.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gemma::cuda {
+namespace {
+
+std::string TuningDoc() {
+  std::ifstream in(std::string(GEMMA_TEST_DATA) + "/../../docs/tuning.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void UnsetAll() {
+  for (const std::string& name : TuningSwitches::Names()) unsetenv(name.c_str());
+}
+
+TEST(TuningSwitches, DocumentedInTuningMd) {
+  const std::string doc = TuningDoc();
+  ASSERT_FALSE(doc.empty());
+  for (const std::string& name : TuningSwitches::Names())
+    EXPECT_NE(doc.find("| `" + name + "`"), std::string::npos) << name << " has no row in docs/tuning.md";
+}
+
+TEST(TuningSwitches, DefaultsWhenUnset) {
+  UnsetAll();
+  const TuningSwitches s = TuningSwitches::FromEnv();
+  EXPECT_TRUE(s.autotune);
+  EXPECT_NE(s.autotune_cache.find(".cache/gemma-serve/autotune.txt"), std::string::npos) << s.autotune_cache;
+  EXPECT_TRUE(s.fp8_a16);
+  EXPECT_EQ(s.fp8_wgmma, WgmmaPreference::kMeasured);
+  EXPECT_TRUE(s.fp8_wgmma_shapes.empty());
+  EXPECT_EQ(s.fp8_wgmma_max_m, kWgmmaFp8MaxM);
+  EXPECT_TRUE(s.fp8_outer_vec);
+  EXPECT_TRUE(s.fp8_fast_accum);
+}
+
+TEST(TuningSwitches, ParsesEverySwitch) {
+  UnsetAll();
+  setenv("GEMMA_AUTOTUNE", "0", 1);
+  setenv("GEMMA_AUTOTUNE_CACHE", "/tmp/tuning-switches-test.txt", 1);
+  setenv("GEMMA_FP8_A16", "0", 1);
+  setenv("GEMMA_FP8_WGMMA", "force", 1);
+  setenv("GEMMA_FP8_WGMMA_SHAPES", "16384x5376,5376x8192", 1);
+  setenv("GEMMA_FP8_WGMMA_MAX_M", "16", 1);
+  setenv("GEMMA_FP8_OUTER_VEC", "0", 1);
+  setenv("GEMMA_FP8_FAST_ACCUM", "0", 1);
+  const TuningSwitches s = TuningSwitches::FromEnv();
+  EXPECT_FALSE(s.autotune);
+  EXPECT_EQ(s.autotune_cache, "/tmp/tuning-switches-test.txt");
+  EXPECT_FALSE(s.fp8_a16);
+  EXPECT_EQ(s.fp8_wgmma, WgmmaPreference::kForce);
+  EXPECT_EQ(s.fp8_wgmma_shapes, (std::set<std::string>{"16384x5376", "5376x8192"}));
+  EXPECT_EQ(s.fp8_wgmma_max_m, 16);
+  EXPECT_FALSE(s.fp8_outer_vec);
+  EXPECT_FALSE(s.fp8_fast_accum);
+  setenv("GEMMA_FP8_WGMMA", "0", 1);
+  setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
+  const TuningSwitches t = TuningSwitches::FromEnv();
+  EXPECT_EQ(t.fp8_wgmma, WgmmaPreference::kOff);
+  EXPECT_EQ(t.fp8_wgmma_max_m, kWgmmaFp8MaxM);
+  UnsetAll();
+}
+
+}  // namespace
+}  // namespace gemma::cuda
