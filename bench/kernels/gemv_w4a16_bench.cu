@@ -1,14 +1,14 @@
 // gemv-w4a16-bench: the W4A16 linear on the Gemma 4 31B shapes (Q4_0, group
-// 32, random weights quantized on the device):
-//   1. decode GEMV, batch 1, 2, 4, 8: every tiling timed while rotating
-//      through enough weight copies to keep them out of L2; the fastest is
-//      reported as packed-weight + scale bytes / time, against the read
-//      ceiling (4.35 TB/s, read-bw-bench); then the batch-1 sum of one token
-//      (50 sliding + 10 global layers, the LM head in int4 and apart) and its
-//      read floor;
-//   2. the large-batch path, m = 64..2048 rows: dequantize to bf16 + cuBLAS
-//      bf16 GEMM, TFLOP/s of the GEMM alone and of both (GEMMA_BENCH_NO_GEMM=1
-//      leaves it out).
+// 32, random weights quantized and tiled on the device):
+//   1. the W4A16 kernel, batch 1, 2, 4, 8, 16, 32, 64: every tiling that
+//      serves the batch timed while rotating through enough weight copies to
+//      keep them out of L2; the fastest is reported as tiled code + scale
+//      bytes / time, against the read ceiling (4.35 TB/s, read-bw-bench);
+//      then the batch-1 sum of one token (50 sliding + 10 global layers, the
+//      LM head in int4 and apart) and its read floor;
+//   2. the path above the kernel's rows, m = 128..2048: dequantize to bf16 +
+//      cuBLAS bf16 GEMM, TFLOP/s of the GEMM alone and of both
+//      (GEMMA_BENCH_NO_GEMM=1 leaves it out).
 //   gemv-w4a16-bench [n k]...
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -58,8 +58,8 @@ Weights MakeWeights(int n, int kk) {
   Weights wt;
   wt.n = n;
   wt.kk = kk;
-  wt.packed_bytes = size_t(n) * k::W4PaddedK(kk) / 2;
-  wt.scale_bytes = size_t(n) * k::W4PaddedK(kk) / 32 * 2;
+  wt.packed_bytes = size_t(k::W4TiledCodeBytes(n, kk));
+  wt.scale_bytes = size_t(k::W4TiledScaleBytes(n, kk));
   wt.copies = int(std::max<double>(1, 400e6 / wt.bytes() + 1));
   __nv_bfloat16* tmp = nullptr;
   CHECK_CUDA(cudaMalloc(&tmp, size_t(n) * kk * 2));
@@ -74,7 +74,16 @@ Weights MakeWeights(int n, int kk) {
     CHECK_CUDA(cudaMalloc(&w, wt.packed_bytes));
     CHECK_CUDA(cudaMalloc(&s, wt.scale_bytes));
     if (c == 0) {
-      if (auto e = k::LaunchQuantizeQ4_0({tmp, nullptr, w, s, n, kk}, nullptr); !e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+      // Q4_0 in the row layout, then tiled.
+      uint8_t* row_w = nullptr;
+      __half* row_s = nullptr;
+      CHECK_CUDA(cudaMalloc(&row_w, size_t(n) * k::W4PaddedK(kk) / 2));
+      CHECK_CUDA(cudaMalloc(&row_s, size_t(n) * k::W4PaddedK(kk) / 32 * 2));
+      if (auto e = k::LaunchQuantizeQ4_0({tmp, nullptr, row_w, row_s, n, kk}, nullptr); !e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+      if (auto e = k::LaunchTileW4({row_w, row_s, 32, w, s, n, kk}, nullptr); !e.empty()) std::fprintf(stderr, "%s\n", e.c_str());
+      CHECK_CUDA(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaFree(row_w));
+      CHECK_CUDA(cudaFree(row_s));
     } else {
       CHECK_CUDA(cudaMemcpy(w, wt.w[0], wt.packed_bytes, cudaMemcpyDeviceToDevice));
       CHECK_CUDA(cudaMemcpy(s, wt.sc[0], wt.scale_bytes, cudaMemcpyDeviceToDevice));
@@ -96,6 +105,7 @@ void FreeWeights(Weights& wt) {
 double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best) {
   double best_us = 1e30;
   for (int v = 0; v < k::NumGemvW4Variants(); ++v) {
+    if (!k::GemvW4VariantFits(v, batch)) continue;
     int i = 0;
     bool ok = true;
     const double us = 1e3 * k::bench::MeanLaunchMs(
@@ -122,13 +132,13 @@ double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bflo
 }
 
 void BenchGemm(cublasHandle_t h, const Weights& wt, __nv_bfloat16* x, __nv_bfloat16* wbf, __nv_bfloat16* out) {
-  for (int m : {64, 128, 256, 512, 1024, 2048}) {
+  for (int m : {128, 256, 512, 1024, 2048}) {
     const float alpha = 1.0f, beta = 0.0f;
     auto gemm = [&] {
       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, wt.n, m, wt.kk, &alpha, wbf, CUDA_R_16BF, wt.kk, x, CUDA_R_16BF, wt.kk,
                    &beta, out, CUDA_R_16BF, wt.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     };
-    auto dequant = [&] { k::LaunchDequantizeW4({wt.w[0], wt.sc[0], wbf, wt.n, wt.kk, 32}, nullptr); };
+    auto dequant = [&] { k::LaunchDequantizeW4({wt.w[0], wt.sc[0], wbf, wt.n, wt.kk}, nullptr); };
     const double g_ms = k::bench::MeanLaunchMs(gemm, 3, 20);
     const double d_ms = k::bench::MeanLaunchMs(dequant, 3, 20);
     const double flop = 2.0 * m * double(wt.n) * wt.kk;
@@ -162,7 +172,7 @@ int main(int argc, char** argv) {
   for (size_t si = 0; si < shapes.size(); ++si) {
     const Shape& s = shapes[si];
     Weights wt = MakeWeights(s.n, s.k);
-    for (int batch : {1, 2, 4, 8}) {
+    for (int batch : {1, 2, 4, 8, 16, 32, 64}) {
       std::string best;
       const double us = BenchGemv(wt, batch, x, out, &best);
       const double tbs = wt.bytes() / us / 1e6;

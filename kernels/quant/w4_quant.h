@@ -1,12 +1,17 @@
-// 4-bit weights on the device, in the packed layout of
-// engine/model/quantization_int4.h (read by kernels/gemv/gemv_w4a16.h):
-//   - LaunchQuantizeQ4_0: bf16 or fp32 [n, k] -> Q4_0 codes and fp16 scales,
-//     GGML's rule (d = m / -8 with m the block's value of largest magnitude,
-//     u = min(15, trunc(x * (1 / d) + 8.5)), d stored as fp16), the same bits
-//     as the host's QuantizeQ4_0 + PackForDevice (no fused multiply-adds);
-//   - LaunchDequantizeW4: packed codes and scales -> bf16 [n, k]
-//     (round to nearest of (u - 8) * scale), for the large-batch path that
-//     multiplies with a bf16 GEMM.
+// 4-bit weights on the device. Two layouts: the row layout of
+// engine/model/quantization_int4.h (what a loader produces: PackForDevice on
+// the host) and the tiled layout the W4A16 kernels read (kernels/gemv/gemv_w4a16.h).
+//   - LaunchQuantizeQ4_0: bf16 or fp32 [n, k] -> Q4_0 codes and fp16 scales in
+//     the row layout, GGML's rule (d = m / -8 with m the block's value of
+//     largest magnitude, u = min(15, trunc(x * (1 / d) + 8.5)), d stored as
+//     fp16), the same bits as the host's QuantizeQ4_0 + PackForDevice (no
+//     fused multiply-adds);
+//   - LaunchTileW4: row layout (group 32 or 128) -> tiled layout (group 32; a
+//     group-128 scale is repeated over its four groups). The one conversion
+//     every int4 matrix goes through on its way to the kernels;
+//   - LaunchDequantizeW4: tiled codes and scales -> bf16 [n, k] (round to
+//     nearest of (u - 8) * scale), for passes of more rows than the W4A16
+//     kernel takes, which multiply with a bf16 GEMM.
 // Launchers validate, never allocate or synchronize, return "" or a message.
 #pragma once
 
@@ -29,13 +34,23 @@ struct QuantizeQ4_0Params {
 };
 std::string LaunchQuantizeQ4_0(const QuantizeQ4_0Params& p, cudaStream_t stream);
 
-struct DequantizeW4Params {
-  const uint8_t* w = nullptr;
-  const __half* scales = nullptr;
-  __nv_bfloat16* out = nullptr;  // [n, k]
+struct TileW4Params {
+  const uint8_t* row_w = nullptr;       // [n, W4PaddedK(k) / 2] row layout
+  const __half* row_scales = nullptr;   // [n, W4PaddedK(k) / group]
+  int group = 32;                       // 32 or 128
+  uint8_t* w = nullptr;                 // W4TiledCodeBytes(n, k)
+  __half* scales = nullptr;             // W4TiledScaleBytes(n, k) / 2 values
   int64_t n = 0;
-  int k = 0;                     // multiple of 32
-  int group = 32;                // 32 or 128
+  int k = 0;                            // multiple of 32
+};
+std::string LaunchTileW4(const TileW4Params& p, cudaStream_t stream);
+
+struct DequantizeW4Params {
+  const uint8_t* w = nullptr;      // tiled codes
+  const __half* scales = nullptr;  // tiled scales
+  __nv_bfloat16* out = nullptr;    // [n, k]
+  int64_t n = 0;
+  int k = 0;                       // multiple of 32
 };
 std::string LaunchDequantizeW4(const DequantizeW4Params& p, cudaStream_t stream);
 

@@ -1,43 +1,54 @@
 # Subcommand int4 of scripts/gpu.sh (sourced after common.sh): the int4
 # (W4A16, Q4_0) weight path in ~4 minutes:
-#   1. gpu_w4a16_kernels_test  device Q4_0 quantizer == host bits, bf16 dequantizer,
-#                              W4A16 GEMV (every tiling, batch 1..8, group 32/128,
-#                              31B shapes incl. the LM head, fixture and odd shapes)
-#                              against float64 references
+#   0. compute-sanitizer memcheck on the W4A16 kernel tests' small shapes
+#      (every tiling, the tiling and dequantization kernels), when present
+#   1. gpu_w4a16_kernels_test  device Q4_0 quantizer == host bits, row -> tiled
+#                              layout, bf16 dequantizer, W4A16 kernel (every tiling
+#                              at its smallest and largest batch, 1..64, group 32/128
+#                              inputs, 31B shapes incl. the LM head, fixture and odd
+#                              shapes) against float64 references
 #   2. gpu_int4_quality_test   fortunes int4 vs the float64 golden (fp8 / int4 / bf16
 #                              LM head); on-grid fortunes int4 vs bf16 of the same weights
-#   3. gemv-w4a16-bench        GEMV TB/s vs the read ceiling, 31B shapes, batch 1/2/4/8,
+#   3. gemv-w4a16-bench        TB/s vs the read ceiling, 31B shapes, batch 1..64,
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
 #      @512 and @8K; then batched decode at 64 sequences x 2048 with the fp8 KV cache;
-#      both again with --weights fp8 for comparison
+#      both again with --weights fp8 for comparison (FP8_REF=0 leaves those out)
 cmd_int4() {
   autotune_in_out
   gpu_info
   steps_begin
   local bench=("$bundle/bin/gemma-bench" --config "$config_31b" --random-weights --skip-gemv)
   local b64=(--kv-cache-dtype fp8 --batches 64 --contexts 2048)
-  run gpu_w4a16_kernels_test 60 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)
+  if [[ -n "$sanitizer" ]]; then
+    run sanitizer_memcheck 120 "$sanitizer" --tool memcheck "$bundle/bin/gpu_w4a16_kernels_test" \
+      --gtest_filter='GemvW4Test.Small*:DequantizeW4Test.*:GemvW4Test.Rejects*' --gtest_brief=1
+  fi
+  run gpu_w4a16_kernels_test 120 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1
   run gpu_int4_quality_test 60 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
-  GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 40 "$bundle/bin/gemv-w4a16-bench"
+  GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
   run bench_int4_b64 75 "${bench[@]}" --weights int4 "${b64[@]}" --json "$out/bench_int4_b64.json"
-  # The same two runs with fp8 weights, on the same machine, for comparison.
-  run bench_int4_fp8ref 90 "${bench[@]}" --weights fp8 --depths 512,8192 --json "$out/bench_fp8ref.json"
-  run bench_int4_fp8ref_b64 75 "${bench[@]}" --weights fp8 "${b64[@]}" --json "$out/bench_fp8ref_b64.json"
+  if [[ ${FP8_REF:-1} != 0 ]]; then  # the same two runs with fp8 weights, same machine
+    run bench_int4_fp8ref 90 "${bench[@]}" --weights fp8 --depths 512,8192 --json "$out/bench_fp8ref.json"
+    run bench_int4_fp8ref_b64 75 "${bench[@]}" --weights fp8 "${b64[@]}" --json "$out/bench_fp8ref_b64.json"
+  fi
 
   echo "==== GPU: $(gpu_name)"
   cat "$out/status.txt"
-  for t in gpu_w4a16_kernels_test gpu_int4_quality_test; do
-    grep -E '^\[  (PASSED|FAILED)|Failure|Expected|Which is|error' "$out/$t.log" | head -12
+  for t in sanitizer_memcheck gpu_w4a16_kernels_test gpu_int4_quality_test; do
+    [[ -f "$out/$t.log" ]] || continue
+    grep -E '^\[  (PASSED|FAILED)|Failure|Expected|Which is|error|ERROR SUMMARY' "$out/$t.log" | head -12
   done
   echo "==== quality"
   grep -h 'int4-quality' "$out/gpu_int4_quality_test.log"
-  echo "==== W4A16 GEMV (packed + scale bytes / time, best tiling)"
-  grep -hE '^w4-gemv .* b(1|8) |decode token' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g'
-  echo "==== gemma-bench 31B int4 (targets: decode@512 >= 170, @8K >= 160, prefill@8K >= 12,522 tok/s)"
+  echo "==== W4A16 kernel (tiled code + scale bytes / time, best tiling; ceiling 4.35 TB/s)"
+  grep -hE '^w4-gemv .* b(1|8|16|64) |decode token' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g'
+  echo "==== gemma-bench 31B int4 (targets: decode@512 >= 170, @8K >= 160, prefill@8K >= 12,334 tok/s)"
   for f in "$out"/bench_int4*.log; do
-    grep -hE 'bench: |quantized|error|Error' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
+    grep -hE 'bench: |quantized|error|Error|ready' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
   done
 }

@@ -28,13 +28,11 @@ struct DeviceMatrix {
   DeviceMatrix(const uint8_t* fp8, const float* scale, const kernels::WgmmaFp8Weights* map = nullptr)
       : data(fp8), row_scale(scale), wgmma(map) {}
 
-  // int4 only (W4A16): the packed codes' fp16 scales per (row, group) in the
-  // layout of kernels/gemv/gemv_w4a16.h, and the group size (32 or 128).
+  // int4 only (W4A16): the codes' fp16 scales in the tiled layout of
+  // kernels/gemv/gemv_w4a16.h (data: the tiled codes), and the group size
+  // (32: the layout's).
   const __half* w4_scales = nullptr;
   int w4_group = 0;
-  // int4 only, optional: the same values dequantized to bf16 ((u - 8) d
-  // rounded once), which GEMMs of more rows than the GEMV takes read directly.
-  const __nv_bfloat16* w4_bf16 = nullptr;
   static DeviceMatrix Int4(const uint8_t* packed, const __half* scales, int group) {
     DeviceMatrix m;
     m.data = packed;

@@ -56,11 +56,9 @@ class LinearDispatcher {
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
-  // int4 (W4A16) weights (linear_int4.cc): the W4A16 GEMV up to
-  // 2 x kW4MaxBatch rows (one launch per 8 rows), else the bf16 GEMM on the
-  // matrix's dequantized bf16 copy (DeviceMatrix::w4_bf16) or, for a matrix
-  // without one, on the matrix dequantized into a scratch of `max_elements`
-  // (reserve it before such a Run).
+  // int4 (W4A16) weights (linear_int4.cc): the W4A16 kernel up to 256 rows
+  // (one launch per 64), else the bf16 GEMM on the matrix dequantized into a
+  // scratch of `max_elements` (reserve the largest n x k before such a Run).
   absl::Status ReserveInt4(int64_t max_elements);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
@@ -118,7 +116,8 @@ class LinearDispatcher {
       : tuner_(tuner), a16_(tuner.switches().fp8_a16), wgmma_(tuner) {}
   int VariantFor(int n, int k, int batch) const;
   absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream);
-  // Times every W4A16 GEMV tiling for (n, k, batch) on `w`; keeps the fastest.
+  // Times every W4A16 tiling that serves `batch` for (n, k, batch) on `w`;
+  // keeps the fastest.
   absl::Status AutotuneInt4(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x, float* out,
                             cudaStream_t stream);
   // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it

@@ -1,8 +1,7 @@
-// LinearDispatcher's int4 (W4A16) path: the tuned W4A16 GEMV for decode batches
-// (one launch per 8 rows up to 16 rows), and for more rows the bf16 path
-// (cuBLASLt) on the matrix's dequantized bf16 copy (DeviceMatrix::w4_bf16),
-// or, without one (the int4 LM head), the matrix dequantized per call into a
-// scratch buffer.
+// LinearDispatcher's int4 (W4A16) path: the tuned W4A16 kernel for up to
+// kMaxW4Rows rows (one launch per 64), and for more rows the bf16 path
+// (cuBLASLt) on the matrix dequantized per call into a scratch buffer
+// (prefill passes, where the GEMM's arithmetic outweighs the dequantization).
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/common/launch_timer.h"
 #include "engine/cuda/linear/linear.h"
@@ -12,13 +11,14 @@
 namespace gemma::cuda {
 namespace {
 
-constexpr int kMaxGemvRows = 2 * kernels::kW4MaxBatch;
+// Up to this many rows, launches of 64 rows each on the 4-bit weights beat
+// dequantizing the matrix for one bf16 GEMM.
+constexpr int kMaxW4Rows = 4 * kernels::kW4MaxBatch;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
   kernels::GemvW4Params p;
   p.w = static_cast<const uint8_t*>(a.w.data);
   p.scales = a.w.w4_scales;
-  p.group = a.w.w4_group;
   p.x = a.x + static_cast<size_t>(row0) * a.k;
   if (a.out_f32) {
     p.out_f32 = a.out_f32 + static_cast<size_t>(row0) * a.n;
@@ -44,7 +44,7 @@ absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
-  if (a.m <= kMaxGemvRows) {
+  if (a.m <= kMaxW4Rows) {
     for (int row0 = 0; row0 < a.m; row0 += kernels::kW4MaxBatch) {
       const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
       const auto& best = tuner_.choices().gemv_int4;
@@ -52,11 +52,6 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
       GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream));
     }
     return absl::OkStatus();
-  }
-  if (a.w.w4_bf16 != nullptr) {  // the dequantized copy made at load time
-    LinearArgs b = a;
-    b.w = DeviceMatrix(a.w.w4_bf16);
-    return Run(b, stream);
   }
   if (static_cast<int64_t>(a.n) * a.k > int4_scratch_elements_) {
     return absl::FailedPreconditionError(absl::StrCat("int4 linear: ", a.n, " x ", a.k, " needs ReserveInt4 (have ",
@@ -68,7 +63,6 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   dp.out = int4_scratch_.get<__nv_bfloat16>();
   dp.n = a.n;
   dp.k = a.k;
-  dp.group = a.w.w4_group;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4(dp, stream));
   LinearArgs b = a;
   b.w = DeviceMatrix(int4_scratch_.get<__nv_bfloat16>());
@@ -89,6 +83,7 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, const Devic
   float best_ms = 1e30f;
   int best = -1;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    if (!kernels::GemvW4VariantFits(v, batch)) continue;
     auto ms = (*timer)->MeanMs([&](int) { return LaunchW4(a, 0, batch, v, stream); }, 10, stream);
     if (!ms.ok()) return ms.status();
     if (*ms < best_ms) {

@@ -13,6 +13,7 @@
 #include "engine/cuda/linear/linear.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/gemv/gemv.h"
+#include "kernels/gemv/gemv_w4a16.h"
 #include "kernels/init/random_init.h"
 #include "spdlog/spdlog.h"
 
@@ -37,17 +38,28 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
     max_k = std::max(max_k, m.k);
   }
   const int max_batch = std::min(max_slots, kernels::kGemvMaxBatch);
+  // int4 matrices: the W4A16 kernel also serves the decode buckets above 8.
+  std::vector<int> w4_buckets;
+  for (int b = 16; b <= std::min(max_slots, kernels::kW4MaxBatch); b *= 2) w4_buckets.push_back(b);
+  if (max_slots > kernels::kGemvMaxBatch && max_slots <= kernels::kW4MaxBatch &&
+      std::find(w4_buckets.begin(), w4_buckets.end(), max_slots) == w4_buckets.end()) {
+    w4_buckets.push_back(max_slots);
+  }
+  const int rows = w4_buckets.empty() ? 8 : std::max(8, w4_buckets.back());
   DeviceBuffer x, out;
-  GEMMA_STATUS_RETURN_IF_ERROR(x.Allocate(size_t{8} * max_k * 2));
-  GEMMA_STATUS_RETURN_IF_ERROR(out.Allocate(size_t{8} * max_n * 4));
+  GEMMA_STATUS_RETURN_IF_ERROR(x.Allocate(size_t(rows) * max_k * 2));
+  GEMMA_STATUS_RETURN_IF_ERROR(out.Allocate(size_t(rows) * max_n * 4));
   kernels::RandomFillParams rp;  // timing on zeros would flatter the kernel
   rp.out_bf16 = x.get<__nv_bfloat16>();
-  rp.count = int64_t{8} * max_k;
+  rp.count = int64_t{rows} * max_k;
   rp.stddev = 1.0f;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
   for (const auto& m : mats) {
     if (!shapes.insert({m.n, m.k}).second) continue;
-    for (int b = 1; b <= max_batch; ++b) {
+    std::vector<int> batches;
+    for (int b = 1; b <= max_batch; ++b) batches.push_back(b);
+    if (m.w.int4()) batches.insert(batches.end(), w4_buckets.begin(), w4_buckets.end());
+    for (int b : batches) {
       GEMMA_STATUS_RETURN_IF_ERROR(
           linear.Autotune(m.n, m.k, b, m.w, x.get<__nv_bfloat16>(), out.get<float>(), stream));
     }
