@@ -154,13 +154,13 @@ absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
   if (o.weights == WeightDType::kINT4) {
-    // int4 matrices have no bf16 copy: passes of more rows than the W4A16
+    // int4 matrices without a bf16 copy: passes of more rows than the W4A16
     // kernel takes dequantize the matrix into a scratch (the largest one's).
     int64_t most = 0;
     for (const cuda::TunedMatrix& m : LinearMatrices(config, *weights)) {
-      if (m.w.int4()) most = std::max(most, int64_t{m.n} * m.k);
+      if (m.w.int4() && m.w.w4_bf16 == nullptr) most = std::max(most, int64_t{m.n} * m.k);
     }
-    GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
+    if (most > 0) GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
   }
   if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});

@@ -2,12 +2,16 @@
 // the random init), quantized on the device to Q4_0 (kernels/quant/w4_quant.h:
 // row layout into a scratch, then tiled for the W4A16 kernels): one arena of
 // tiled codes and fp16 scales (one per 32 columns), each matrix 256-byte
-// aligned. The bf16 matrices are then freed: only the embedding stays in bf16
-// (passes of more rows than the W4A16 kernel takes dequantize a matrix per
-// call into the linear's scratch).
+// aligned. GEMMA_INT4_BF16_COPY (default 1) keeps the bf16 matrices,
+// overwritten with the dequantized values, for passes of more rows than the
+// W4A16 kernel serves well (cuBLASLt reads them: the same weights at bf16 GEMM
+// speed); 0 frees them (only the embedding stays bf16; such passes then
+// dequantize a matrix per call into the linear's scratch).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/device_weights.h"
@@ -26,10 +30,17 @@ int64_t TiledBytes(int64_t n, int k) {
   return Align(kernels::W4TiledCodeBytes(n, k)) + Align(kernels::W4TiledScaleBytes(n, k));
 }
 
+// Whether the layers keep their bf16 matrices (GEMMA_INT4_BF16_COPY, default 1).
+bool KeepBf16Copy() {
+  const char* v = std::getenv("GEMMA_INT4_BF16_COPY");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 // Quantizes the bf16 matrix `m` [n, k] into `arena` at `*at` (through the
-// row-layout `scratch`); returns its int4 view.
+// row-layout `scratch`); returns its int4 view. `keep_bf16`: `m` is
+// overwritten with the dequantized values and kept as the view's w4_bf16.
 absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
-                                          uint8_t* scratch, cudaStream_t stream) {
+                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
   if (m.fp8() || m.int4()) return absl::InternalError("int4: a matrix is not bf16");
   if (k % kGroup != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--weights int4: a [", n, ", ", k,
@@ -41,7 +52,13 @@ absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int 
   auto* scales = reinterpret_cast<__half*>(arena + *at + Align(kernels::W4TiledCodeBytes(n, k)));
   *at += TiledBytes(n, k);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchTileW4({scratch, row_scales, kGroup, codes, scales, n, k}, stream));
-  return DeviceMatrix::Int4(codes, scales, kGroup);
+  DeviceMatrix q = DeviceMatrix::Int4(codes, scales, kGroup);
+  if (keep_bf16) {
+    auto* bf16 = const_cast<__nv_bfloat16*>(m.bf16());
+    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4({codes, scales, bf16, n, k}, stream));
+    q.w4_bf16 = bf16;
+  }
+  return q;
 }
 
 }  // namespace
@@ -62,6 +79,7 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, cudaStream
     mats.push_back({&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size});
     mats.push_back({&d.down_proj, c.hidden_size, c.intermediate_size});
   }
+  const bool keep = KeepBf16Copy();
   int64_t total = 0, most = 0;
   for (const Mat& m : mats) {
     total += TiledBytes(m.n, m.k);
@@ -73,11 +91,18 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, cudaStream
     GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most));
     int64_t at = 0;
     for (const Mat& m : mats) {
-      auto q = QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), stream);
+      auto q = QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep, stream);
       if (!q.ok()) return q.status();
       *m.m = *q;
     }
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  dtype_ = WeightDType::kINT4;
+  if (keep) {
+    spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB, their bf16 copies kept "
+                 "for large passes (GEMMA_INT4_BF16_COPY=0 frees {:.2f} GB)",
+                 mats.size(), total / 1e9, (bf16_.bytes() - static_cast<size_t>(vocab_) * hidden_ * 2) / 1e9);
+    return absl::OkStatus();
   }
   // Only the embedding stays in bf16: move it to its own buffer and free the
   // rest of the bf16 arena (the layers' bf16 matrices).
@@ -89,7 +114,6 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, cudaStream
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   bf16_ = std::move(embed);
   embed_ = bf16_.get<__nv_bfloat16>();
-  dtype_ = WeightDType::kINT4;
   spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB; bf16 matrices freed: {:.2f} GB",
                mats.size(), total / 1e9, (freed - static_cast<int64_t>(bf16_.bytes())) / 1e9);
   return absl::OkStatus();
@@ -103,7 +127,7 @@ absl::Status DeviceWeights::QuantizeLmHeadInt4(cudaStream_t stream) {
   int64_t at = 0;
   // The embedding lookup keeps the checkpoint's values.
   auto q = QuantizeInto(DeviceMatrix(embed_), vocab_, hidden_, lm_head_int4_.get<uint8_t>(), &at,
-                        scratch.get<uint8_t>(), stream);
+                        scratch.get<uint8_t>(), /*keep_bf16=*/false, stream);
   if (!q.ok()) return q.status();
   lm_head_int4_matrix_ = *q;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));

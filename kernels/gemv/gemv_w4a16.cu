@@ -6,6 +6,7 @@
 #include "kernels/common/launch.h"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/smem_copy.cuh"
 #include "kernels/common/stream_load.cuh"
 
 namespace gemma::kernels {
@@ -252,9 +253,158 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 
+// Batches above 8 (NT >= 2): reading x per warp from L1/L2 would move NT
+// times the weight bytes per tile, so x is staged per block in shared memory
+// instead, one 128-k chunk of every x row per K part at a time (cp.async, two
+// stages, 16-byte chunks XOR-swizzled by row parity so a quarter-warp's reads
+// hit distinct banks), and every warp of that K part (different row tiles)
+// reads it. Weights and scales as in GemvW4Kernel, one super-chunk per step,
+// two register stages. One block tile per block.
+template <int RT, int NT, int KS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_constant__ GemvW4Params p) {
+  static_assert(WARPS % KS == 0, "K split must divide the block");
+  constexpr int kRows = NT * 8;
+  constexpr int kTilesPerBlock = (WARPS / KS) * RT;
+  extern __shared__ uint4 xs[];  // [2 stages][KS parts][kRows][16 chunks]
+  __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int part = warp % KS;
+  const int supers = W4PaddedK(p.k) / 128;
+  const int beg = supers * part / KS;
+  const int end = supers * (part + 1) / KS;
+  const int steps = (supers + KS - 1) / KS;  // the longest part's
+  const int tiles = (p.n + 15) / 16;
+  const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
+
+  const uint4* w[RT];
+  const uint4* sc[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int tile = min(tile0 + r, tiles - 1);  // past n: never stored
+    w[r] = reinterpret_cast<const uint4*>(p.w) + static_cast<size_t>(tile) * supers * 64 + lane;
+    sc[r] = reinterpret_cast<const uint4*>(p.scales) + static_cast<size_t>(tile) * supers * 8 + g;
+  }
+  uint4 wv[2][RT][2];
+  uint4 sv[2][RT];
+  auto load = [&](int s, int c) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const bool in = c < end;
+      wv[s][r][0] = in ? LoadStream(w[r] + 64 * c) : make_uint4(0, 0, 0, 0);
+      wv[s][r][1] = in ? LoadStream(w[r] + 64 * c + 32) : make_uint4(0, 0, 0, 0);
+      sv[s][r] = in ? LoadStream(sc[r] + 8 * c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // Step i's x chunks of every part into stage s (zeros past the batch, k or the part).
+  auto stage_x = [&](int s, int i) {
+    for (int idx = threadIdx.x; idx < KS * kRows * 16; idx += WARPS * 32) {
+      const int pp = idx / (kRows * 16), rw = idx / 16 % kRows, cc = idx % 16;
+      const int c = supers * pp / KS + i;
+      const bool valid = c < supers * (pp + 1) / KS && rw < p.batch && 128 * c + 8 * cc < p.k;
+      const __nv_bfloat16* src = valid ? p.x + static_cast<size_t>(rw) * p.k + 128 * c + 8 * cc : p.x;
+      CpAsync16(SmemAddr(xs + ((s * KS + pp) * kRows + rw) * 16 + (cc ^ ((rw & 1) << 2))), src, valid);
+    }
+  };
+  float acc[RT][NT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][j][i] = 0.0f;
+  auto multiply = [&](int s) {
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint4* x = xs + (s * KS + part) * kRows * 16;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint4 xb[NT];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) xb[j] = x[(8 * j + g) * 16 + ((4 * q + t) ^ ((g & 1) << 2))];
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const uint32_t aw = (&wv[s][r][0].x)[q], bw = (&wv[s][r][1].x)[q];
+        const uint32_t a0 = CodePairToBf16x2(aw, 0), a1 = CodePairToBf16x2(bw, 0);
+        const uint32_t a2 = CodePairToBf16x2(aw, 1), a3 = CodePairToBf16x2(bw, 1);
+        const uint32_t a4 = CodePairToBf16x2(aw, 2), a5 = CodePairToBf16x2(bw, 2);
+        const uint32_t a6 = CodePairToBf16x2(aw, 3), a7 = CodePairToBf16x2(bw, 3);
+        const uint32_t* sw = &sv[s][r].x;
+        const float sa = HalfBits(sw[q / 2] >> (16 * (q % 2)));
+        const float sb = HalfBits(sw[2 + q / 2] >> (16 * (q % 2)));
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          float part_acc[4];
+          MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, zero);
+          MmaBf16(part_acc, a4, a5, a6, a7, xb[j].z, xb[j].w);
+          acc[r][j][0] += sa * part_acc[0];
+          acc[r][j][1] += sa * part_acc[1];
+          acc[r][j][2] += sb * part_acc[2];
+          acc[r][j][3] += sb * part_acc[3];
+        }
+      }
+    }
+  };
+
+  load(0, beg);  // weights and scales do not depend on the previous kernel
+  WaitForPreviousKernel();
+  AllowDependentLaunch();
+  stage_x(0, 0);
+  CpAsyncCommit();
+  for (int i = 0; i < steps; ++i) {
+    const int s = i & 1;
+    if (i + 1 < steps) {
+      if (s == 0) load(1, beg + i + 1); else load(0, beg + i + 1);
+      stage_x(s ^ 1, i + 1);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+    __syncthreads();  // stage s of x is in shared memory
+    if (s == 0) multiply(0); else multiply(1);
+    __syncthreads();  // everyone is done with stage s before step i + 2 refills it
+  }
+
+  if constexpr (KS > 1) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) partial[warp][(r * NT + j) * 4 + i][lane] = acc[r][j][i];
+    __syncthreads();
+    if (part == 0) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float v = acc[r][j][i];
+#pragma unroll
+            for (int q = 1; q < KS; ++q) v += partial[warp + q][(r * NT + j) * 4 + i][lane];
+            acc[r][j][i] = v;
+          }
+    }
+  }
+  if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
+}
+
+template <int RT, int NT, int KS, int WARPS>
+void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
+  const auto kernel = GemvW4StagedKernel<RT, NT, KS, WARPS>;
+  constexpr int kSmem = 2 * KS * NT * 8 * 16 * 16;
+  static const bool ready = [kernel] {  // above 48 KB needs the opt-in (set once, before any capture)
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+  }();
+  (void)ready;  // a failed opt-in shows as the launch's error
+  const int tiles_per_block = (WARPS / KS) * RT;
+  const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
+  LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), kSmem, stream, p);
+}
+
 // n<8-row x tiles>-t<16-row tiles per warp>u<super-chunks per step>k<warps
 // splitting K>, w<warps per block> where it differs from 4 (or from k when
-// k > 4); p- persistent, s- single register stage (no pipelining).
+// k > 4); p- persistent, s- single register stage (no pipelining), x- x
+// staged in shared memory (GemvW4StagedKernel).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
@@ -274,24 +424,43 @@ constexpr Tiling kTilings[] = {
     {"n1-p-t1u4k4", 1, Launch<1, 1, 4, 4, 4, true, true>},
     {"n1-p-t1u4k2", 1, Launch<1, 1, 4, 2, 4, true, true>},
     {"n1-t1u2k16", 1, Launch<1, 1, 2, 16, 16>},
+    {"x-n1-t1k1", 1, LaunchStaged<1, 1, 1, 4>},
+    {"x-n1-t2k1", 1, LaunchStaged<2, 1, 1, 4>},
+    {"x-n1-t1k2", 1, LaunchStaged<1, 1, 2, 4>},
+    {"x-n1-t1k4", 1, LaunchStaged<1, 1, 4, 4>},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
     {"n2-t2u2k4", 2, Launch<2, 2, 2, 4, 4>},
     {"n2-t1u4k8", 2, Launch<1, 2, 4, 8, 8>},
     {"n2-p-t1u4k4", 2, Launch<1, 2, 4, 4, 4, true, true>},
+    {"x-n2-t1k1", 2, LaunchStaged<1, 2, 1, 4>},
+    {"x-n2-t2k1", 2, LaunchStaged<2, 2, 1, 4>},
+    {"x-n2-t1k2", 2, LaunchStaged<1, 2, 2, 4>},
+    {"x-n2-t1k4", 2, LaunchStaged<1, 2, 4, 4>},
     // Batches 17..32.
     {"n4-t1u2k4", 4, Launch<1, 4, 2, 4, 4>},
     {"n4-t1u1k4", 4, Launch<1, 4, 1, 4, 4>},
     {"n4-t2u1k2", 4, Launch<2, 4, 1, 2, 4>},
     {"n4-t1u2k8", 4, Launch<1, 4, 2, 8, 8>},
     {"n4-t1u1k1", 4, Launch<1, 4, 1, 1, 4>},
+    {"x-n4-t1k1", 4, LaunchStaged<1, 4, 1, 4>},
+    {"x-n4-t2k1", 4, LaunchStaged<2, 4, 1, 4>},
+    {"x-n4-t1k2", 4, LaunchStaged<1, 4, 2, 4>},
+    {"x-n4-t2k2", 4, LaunchStaged<2, 4, 2, 4>},
+    {"x-n4-t1k4", 4, LaunchStaged<1, 4, 4, 4>},
     // Batches 33..64 (two 16-row tiles per warp spill here).
     {"n8-t1u2k4", 8, Launch<1, 8, 2, 4, 4>},
     {"n8-t1u1k4", 8, Launch<1, 8, 1, 4, 4>},
     {"n8-t1u1k2", 8, Launch<1, 8, 1, 2, 4>},
     {"n8-t1u1k1", 8, Launch<1, 8, 1, 1, 4>},
     {"n8-t1u2k8", 8, Launch<1, 8, 2, 8, 8>},
+    {"x-n8-t1k1", 8, LaunchStaged<1, 8, 1, 4>},
+    {"x-n8-t2k1", 8, LaunchStaged<2, 8, 1, 4>},
+    {"x-n8-t1k2", 8, LaunchStaged<1, 8, 2, 4>},
+    {"x-n8-t2k2", 8, LaunchStaged<2, 8, 2, 4>},
+    {"x-n8-t1k4", 8, LaunchStaged<1, 8, 4, 4>},
+    {"x-n8-t1k2w8", 8, LaunchStaged<1, 8, 2, 8>},
 };
 constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 

@@ -33,6 +33,10 @@ struct DeviceMatrix {
   // (32: the layout's).
   const __half* w4_scales = nullptr;
   int w4_group = 0;
+  // int4 only, optional: the same values dequantized to bf16 ((u - 8) d
+  // rounded once) at load time, which passes of more rows than the W4A16
+  // kernel serves well read with the bf16 GEMM (GEMMA_INT4_BF16_COPY).
+  const __nv_bfloat16* w4_bf16 = nullptr;
   static DeviceMatrix Int4(const uint8_t* packed, const __half* scales, int group) {
     DeviceMatrix m;
     m.data = packed;

@@ -248,7 +248,7 @@ void LinearDispatcher::StoreTuned(bool fp8, int n, int k, int batch) const {
 
 absl::Status LinearDispatcher::Autotune(int n, int k, int batch, const DeviceMatrix& w,
                                     const __nv_bfloat16* x, float* out, cudaStream_t stream) {
-  if (w.int4()) return AutotuneInt4(n, k, batch, w, x, out, stream);
+  if (w.int4()) return AutotuneInt4(n, k, batch, std::span<const DeviceMatrix>(&w, 1), x, out, stream);
   const bool fp8 = w.fp8();
   if (LoadTuned(fp8, n, k, batch)) return absl::OkStatus();
   auto timer = LaunchTimer::Create();

@@ -57,7 +57,8 @@ class LinearDispatcher {
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
   // int4 (W4A16) weights (linear_int4.cc): the W4A16 kernel up to 256 rows
-  // (one launch per 64), else the bf16 GEMM on the matrix dequantized into a
+  // (one launch per 64; 16 for a matrix with a bf16 copy), else the bf16 GEMM
+  // on the copy (DeviceMatrix::w4_bf16) or on the matrix dequantized into a
   // scratch of `max_elements` (reserve the largest n x k before such a Run).
   absl::Status ReserveInt4(int64_t max_elements);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
@@ -81,6 +82,12 @@ class LinearDispatcher {
   // first) and bf16 x, and the quantization itself (see Fp8VariantFor).
   absl::Status Autotune(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
                         float* out, cudaStream_t stream);
+  // int4 `copies` of one shape (every layer's, so the timed weights stream
+  // from HBM as in a step, not from L2): times every W4A16 tiling that
+  // serves `batch`, launch i reading copy i % size; keeps the fastest.
+  // Autotune() on an int4 matrix times it alone.
+  absl::Status AutotuneInt4(int n, int k, int batch, std::span<const DeviceMatrix> copies, const __nv_bfloat16* x,
+                            float* out, cudaStream_t stream);
   // Times the wgmma FP8 linear against the tuned GEMV (batches up to
   // kGemvMaxBatch; call after Autotune) and cuBLASLt (above) for the fp8
   // matrices `mats` of shape [n, k] (every layer's copy: see
@@ -116,10 +123,6 @@ class LinearDispatcher {
       : tuner_(tuner), a16_(tuner.switches().fp8_a16), wgmma_(tuner) {}
   int VariantFor(int n, int k, int batch) const;
   absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream);
-  // Times every W4A16 tiling that serves `batch` for (n, k, batch) on `w`;
-  // keeps the fastest.
-  absl::Status AutotuneInt4(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x, float* out,
-                            cudaStream_t stream);
   // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
   // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
   // default) when untuned.

@@ -1,7 +1,11 @@
 // LinearDispatcher's int4 (W4A16) path: the tuned W4A16 kernel for up to
-// kMaxW4Rows rows (one launch per 64), and for more rows the bf16 path
-// (cuBLASLt) on the matrix dequantized per call into a scratch buffer
-// (prefill passes, where the GEMM's arithmetic outweighs the dequantization).
+// kMaxW4Rows rows (one launch per 64), or, for a matrix with a load-time bf16
+// copy (DeviceMatrix::w4_bf16), up to kMaxW4RowsWithCopy; above that the bf16
+// path (cuBLASLt) on the copy, or on the matrix dequantized per call into a
+// scratch buffer (prefill passes, where the GEMM's arithmetic outweighs the
+// dequantization).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/common/launch_timer.h"
 #include "engine/cuda/linear/linear.h"
@@ -14,6 +18,10 @@ namespace {
 // Up to this many rows, launches of 64 rows each on the 4-bit weights beat
 // dequantizing the matrix for one bf16 GEMM.
 constexpr int kMaxW4Rows = 4 * kernels::kW4MaxBatch;
+// With a bf16 copy, cuBLASLt on it beats the W4A16 kernel above 16 rows
+// (H200, 31B shapes: at 32 and 64 rows the kernel streams 0.3-0.7 TB/s of
+// 4-bit weights, under the bf16 GEMM's time on 3.6x the bytes).
+constexpr int kMaxW4RowsWithCopy = 16;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
   kernels::GemvW4Params p;
@@ -44,6 +52,11 @@ absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
+  if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
+    LinearArgs b = a;
+    b.w = DeviceMatrix(a.w.w4_bf16);
+    return Run(b, stream);
+  }
   if (a.m <= kMaxW4Rows) {
     for (int row0 = 0; row0 < a.m; row0 += kernels::kW4MaxBatch) {
       const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
@@ -69,12 +82,12 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   return Run(b, stream);
 }
 
-absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, const DeviceMatrix& w, const __nv_bfloat16* x,
-                                        float* out, cudaStream_t stream) {
+absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<const DeviceMatrix> copies,
+                                            const __nv_bfloat16* x, float* out, cudaStream_t stream) {
+  if (copies.empty()) return absl::InvalidArgumentError("int4 tuning: no matrix");
   auto timer = LaunchTimer::Create();
   if (!timer.ok()) return timer.status();
   LinearArgs a;
-  a.w = w;
   a.x = x;
   a.out_f32 = out;
   a.m = batch;
@@ -84,7 +97,12 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, const Devic
   int best = -1;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
     if (!kernels::GemvW4VariantFits(v, batch)) continue;
-    auto ms = (*timer)->MeanMs([&](int) { return LaunchW4(a, 0, batch, v, stream); }, 10, stream);
+    auto ms = (*timer)->MeanMs(
+        [&](int i) {
+          a.w = copies[static_cast<size_t>(i) % copies.size()];
+          return LaunchW4(a, 0, batch, v, stream);
+        },
+        std::max<int>(10, std::min<int>(static_cast<int>(copies.size()), 30)), stream);
     if (!ms.ok()) return ms.status();
     if (*ms < best_ms) {
       best_ms = *ms;

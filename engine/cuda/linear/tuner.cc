@@ -54,12 +54,21 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
   rp.count = int64_t{rows} * max_k;
   rp.stddev = 1.0f;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
+  std::map<std::pair<int, int>, std::vector<DeviceMatrix>> int4_copies;  // every layer's, per shape
+  for (const auto& m : mats) {
+    if (m.w.int4()) int4_copies[{m.n, m.k}].push_back(m.w);
+  }
   for (const auto& m : mats) {
     if (!shapes.insert({m.n, m.k}).second) continue;
     std::vector<int> batches;
     for (int b = 1; b <= max_batch; ++b) batches.push_back(b);
     if (m.w.int4()) batches.insert(batches.end(), w4_buckets.begin(), w4_buckets.end());
     for (int b : batches) {
+      if (m.w.int4()) {
+        GEMMA_STATUS_RETURN_IF_ERROR(linear.AutotuneInt4(m.n, m.k, b, int4_copies[{m.n, m.k}],
+                                                         x.get<__nv_bfloat16>(), out.get<float>(), stream));
+        continue;
+      }
       GEMMA_STATUS_RETURN_IF_ERROR(
           linear.Autotune(m.n, m.k, b, m.w, x.get<__nv_bfloat16>(), out.get<float>(), stream));
     }
