@@ -64,6 +64,66 @@ __device__ __forceinline__ void StoreTiles(const GemvW4Params& p, const float (&
   }
 }
 
+// One 32-group (word q of every lane-chunk) of a super-chunk: RT tiles' codes
+// (wv[r][h]: rows g + 8h) and scales (sv[r], the quad's 16 bytes at 8 g + 4 h + q)
+// against the x fragments xb[j] (16 bytes of x row 8 j + g, columns 8t..8t+7 of
+// the group), into zeroed partials scaled into acc.
+template <int RT, int NT>
+__device__ __forceinline__ void MultiplyGroup(float (&acc)[RT][NT][4], const uint4 (&wv)[RT][2], const uint4 (&sv)[RT],
+                                              const uint4 (&xb)[NT], int q) {
+  const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const uint32_t aw = (&wv[r][0].x)[q], bw = (&wv[r][1].x)[q];
+    const uint32_t a0 = CodePairToBf16x2(aw, 0), a1 = CodePairToBf16x2(bw, 0);
+    const uint32_t a2 = CodePairToBf16x2(aw, 1), a3 = CodePairToBf16x2(bw, 1);
+    const uint32_t a4 = CodePairToBf16x2(aw, 2), a5 = CodePairToBf16x2(bw, 2);
+    const uint32_t a6 = CodePairToBf16x2(aw, 3), a7 = CodePairToBf16x2(bw, 3);
+    const uint32_t* sw = &sv[r].x;
+    const float sa = HalfBits(sw[q / 2] >> (16 * (q % 2)));
+    const float sb = HalfBits(sw[2 + q / 2] >> (16 * (q % 2)));
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      float part_acc[4];
+      MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, zero);
+      MmaBf16(part_acc, a4, a5, a6, a7, xb[j].z, xb[j].w);
+      acc[r][j][0] += sa * part_acc[0];
+      acc[r][j][1] += sa * part_acc[1];
+      acc[r][j][2] += sb * part_acc[2];
+      acc[r][j][3] += sb * part_acc[3];
+    }
+  }
+}
+
+// K split inside a block: the warps of parts 1..KS-1 hand their accumulators
+// to part 0's warp (warp - part) through `partial`; the barriers are
+// block-uniform. On return `partial` may be reused.
+template <int RT, int NT, int KS, int WARPS>
+__device__ __forceinline__ void ReduceParts(float (&acc)[RT][NT][4], float (&partial)[WARPS][RT * NT * 4][32],
+                                            int warp, int part, int lane) {
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][(r * NT + j) * 4 + i][lane] = acc[r][j][i];
+  __syncthreads();
+  if (part == 0) {
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float v = acc[r][j][i];
+#pragma unroll
+          for (int q = 1; q < KS; ++q) v += partial[warp + q][(r * NT + j) * 4 + i][lane];
+          acc[r][j][i] = v;
+        }
+  }
+  __syncthreads();
+}
+
 // A group of KS warps owns RT consecutive 16-row tiles and splits their S
 // super-chunks evenly; a step covers U super-chunks. Per super-chunk a lane
 // loads 2 x 16 bytes of codes and 16 bytes of scales per tile (L1 bypassed,
@@ -128,7 +188,6 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
     }
   };
   auto multiply = [&](int s, int base, float (&acc)[RT][NT][4]) {
-    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + u;
@@ -139,28 +198,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
         for (int j = 0; j < NT; ++j) {
           xq[j] = x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
         }
-#pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          const uint32_t aw = (&wv[s][u][r][0].x)[q], bw = (&wv[s][u][r][1].x)[q];
-          const uint32_t a0 = CodePairToBf16x2(aw, 0), a1 = CodePairToBf16x2(bw, 0);
-          const uint32_t a2 = CodePairToBf16x2(aw, 1), a3 = CodePairToBf16x2(bw, 1);
-          const uint32_t a4 = CodePairToBf16x2(aw, 2), a5 = CodePairToBf16x2(bw, 2);
-          const uint32_t a6 = CodePairToBf16x2(aw, 3), a7 = CodePairToBf16x2(bw, 3);
-          // Scales at 8 g + 4 h + q: words h * 2 + q / 2 of the quad's 16 bytes.
-          const uint32_t* sw = &sv[s][u][r].x;
-          const float sa = HalfBits(sw[q / 2] >> (16 * (q % 2)));
-          const float sb = HalfBits(sw[2 + q / 2] >> (16 * (q % 2)));
-#pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            float part_acc[4];
-            MmaBf16From(part_acc, a0, a1, a2, a3, xq[j].x, xq[j].y, zero);
-            MmaBf16(part_acc, a4, a5, a6, a7, xq[j].z, xq[j].w);
-            acc[r][j][0] += sa * part_acc[0];
-            acc[r][j][1] += sa * part_acc[1];
-            acc[r][j][2] += sb * part_acc[2];
-            acc[r][j][3] += sb * part_acc[3];
-          }
-        }
+        MultiplyGroup<RT, NT>(acc, wv[s][u], sv[s][u], xq, q);
       }
     }
   };
@@ -206,29 +244,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
       load(0, beg);
     }
 
-    if constexpr (KS > 1) {
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) partial[warp][(r * NT + j) * 4 + i][lane] = acc[r][j][i];
-      __syncthreads();
-      if (part == 0) {
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              float v = acc[r][j][i];
-#pragma unroll
-              for (int q = 1; q < KS; ++q) v += partial[warp + q][(r * NT + j) * 4 + i][lane];
-              acc[r][j][i] = v;
-            }
-      }
-      __syncthreads();  // partial is rewritten by the next tile
-    }
+    if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
     if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
   }
 }
@@ -314,34 +330,13 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_co
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[r][j][i] = 0.0f;
   auto multiply = [&](int s) {
-    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint4* x = xs + (s * KS + part) * kRows * 16;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       uint4 xb[NT];
 #pragma unroll
       for (int j = 0; j < NT; ++j) xb[j] = x[(8 * j + g) * 16 + ((4 * q + t) ^ ((g & 1) << 2))];
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {
-        const uint32_t aw = (&wv[s][r][0].x)[q], bw = (&wv[s][r][1].x)[q];
-        const uint32_t a0 = CodePairToBf16x2(aw, 0), a1 = CodePairToBf16x2(bw, 0);
-        const uint32_t a2 = CodePairToBf16x2(aw, 1), a3 = CodePairToBf16x2(bw, 1);
-        const uint32_t a4 = CodePairToBf16x2(aw, 2), a5 = CodePairToBf16x2(bw, 2);
-        const uint32_t a6 = CodePairToBf16x2(aw, 3), a7 = CodePairToBf16x2(bw, 3);
-        const uint32_t* sw = &sv[s][r].x;
-        const float sa = HalfBits(sw[q / 2] >> (16 * (q % 2)));
-        const float sb = HalfBits(sw[2 + q / 2] >> (16 * (q % 2)));
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          float part_acc[4];
-          MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, zero);
-          MmaBf16(part_acc, a4, a5, a6, a7, xb[j].z, xb[j].w);
-          acc[r][j][0] += sa * part_acc[0];
-          acc[r][j][1] += sa * part_acc[1];
-          acc[r][j][2] += sb * part_acc[2];
-          acc[r][j][3] += sb * part_acc[3];
-        }
-      }
+      MultiplyGroup<RT, NT>(acc, wv[s], sv[s], xb, q);
     }
   };
 
@@ -363,28 +358,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_co
     __syncthreads();  // everyone is done with stage s before step i + 2 refills it
   }
 
-  if constexpr (KS > 1) {
-#pragma unroll
-    for (int r = 0; r < RT; ++r)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) partial[warp][(r * NT + j) * 4 + i][lane] = acc[r][j][i];
-    __syncthreads();
-    if (part == 0) {
-#pragma unroll
-      for (int r = 0; r < RT; ++r)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float v = acc[r][j][i];
-#pragma unroll
-            for (int q = 1; q < KS; ++q) v += partial[warp + q][(r * NT + j) * 4 + i][lane];
-            acc[r][j][i] = v;
-          }
-    }
-  }
+  if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
   if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
 }
 
@@ -449,7 +423,7 @@ constexpr Tiling kTilings[] = {
     {"x-n4-t1k2", 4, LaunchStaged<1, 4, 2, 4>},
     {"x-n4-t2k2", 4, LaunchStaged<2, 4, 2, 4>},
     {"x-n4-t1k4", 4, LaunchStaged<1, 4, 4, 4>},
-    // Batches 33..64 (two 16-row tiles per warp spill here).
+    // Batches 33..64 (GemvW4Kernel spills at two 16-row tiles per warp here).
     {"n8-t1u2k4", 8, Launch<1, 8, 2, 4, 4>},
     {"n8-t1u1k4", 8, Launch<1, 8, 1, 4, 4>},
     {"n8-t1u1k2", 8, Launch<1, 8, 1, 2, 4>},
