@@ -153,7 +153,7 @@ absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
   auto linear_or = cuda::LinearDispatcher::Create(tuner.get(), tuning.autotune_gemv, chunk_tokens);
   if (!linear_or.ok()) return linear_or.status();
   linear = std::move(*linear_or);
-  if (o.weights == WeightDType::kINT4) {
+  if (options.weights == WeightDType::kINT4) {
     // int4 matrices without a bf16 copy: passes of more rows than the W4A16
     // kernel takes dequantize the matrix into a scratch (the largest one's).
     int64_t most = 0;
