@@ -70,9 +70,10 @@ class DeviceWeights {
   // at the 31B shape). The embedding lookup keeps reading bf16.
   absl::Status QuantizeLmHead(cudaStream_t stream);
   // --weights int4 (int4_weights.cc): every layer matrix, loaded as bf16, gets
-  // a Q4_0 copy in the W4A16 layout and the layers point at it (the bf16
-  // arena stays: the embedding shares it). QuantizeLmHeadInt4: the same for
-  // the LM head (a copy of the embedding).
+  // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; the
+  // bf16 matrices stay as its dequantized copy, or with GEMMA_INT4_BF16_COPY=0
+  // are freed (the embedding moves to its own buffer). QuantizeLmHeadInt4:
+  // the same for the LM head (a copy of the embedding, no bf16 copy).
   absl::Status QuantizeLinearsInt4(const ModelConfig& config, cudaStream_t stream);
   absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
