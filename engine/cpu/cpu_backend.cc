@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_ops.h"
+#include "engine/cpu/cpu_shard.h"
 #include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/thread_pool.h"
 
@@ -22,6 +23,14 @@ struct LayerPool {
   bool sliding = false;
 };
 
+// One tensor-parallel rank, simulated in this process: its weight slices and
+// its KV pools (its KV heads only). With one rank it is the whole model.
+struct Rank {
+  parallel::RankShard shard;
+  cpu::ModelParams params;
+  std::vector<LayerPool> pools;  // per layer
+};
+
 // Where the tokens of one chunk sit inside the step's token rows.
 struct ChunkRows {
   int64_t first_row = 0;
@@ -32,16 +41,21 @@ struct ChunkRows {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const LoadedModel& model, const CpuBackendOptions& options)
+  CpuBackend(const LoadedModel& model, const CpuBackendOptions& options, parallel::ShardPlan plan)
       : config_(model.config),
-        params_(cpu::ConvertWeights(model)),
         pool_(options.num_threads),
         max_context_(std::min(options.max_context, model.config.max_position_embeddings)),
         max_slots_(options.max_slots),
         block_size_(options.block_size) {
     const int per_sequence = (max_context_ + block_size_ - 1) / block_size_;
     num_blocks_ = options.num_blocks > 0 ? options.num_blocks : options.max_slots * per_sequence;
-    AllocatePools();
+    cpu::ModelParams full = cpu::ConvertWeights(model);
+    ranks_.resize(plan.ranks.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r].shard = std::move(plan.ranks[r]);
+      ranks_[r].params = ranks_.size() == 1 ? std::move(full) : cpu::ShardWeights(full, config_, ranks_[r].shard);
+      AllocatePools(ranks_[r]);
+    }
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -51,7 +65,8 @@ class CpuBackend final : public Backend {
   KvCacheSpec kv_cache_spec() const override { return {block_size_, num_blocks_, num_blocks_}; }
   int64_t kv_cache_bytes() const override {
     int64_t floats = 0;
-    for (const LayerPool& p : pools_) floats += static_cast<int64_t>(p.k.size() + p.v.size());
+    for (const Rank& rank : ranks_)
+      for (const LayerPool& p : rank.pools) floats += static_cast<int64_t>(p.k.size() + p.v.size());
     return floats * static_cast<int64_t>(sizeof(float));
   }
   void ResetSlot(int) override {}  // paged: the block manager owns the KV
@@ -63,33 +78,37 @@ class CpuBackend final : public Backend {
  private:
   absl::Status Validate(std::span<const SequenceChunk> chunks) const;
   absl::Status ValidateBlocks(const SequenceChunk& c) const;
-  void AllocatePools();
+  void AllocatePools(Rank& rank);
   int64_t Row(const LayerPool& pool, const ChunkRows& c, int32_t position) const;
+  void Embed(std::span<const SequenceChunk> chunks, std::span<const ChunkRows> rows, std::vector<float>& hidden) const;
   void RunLayer(int layer, std::span<const ChunkRows> rows, std::vector<float>& hidden);
-  void Attend(int layer, const ChunkRows& chunk, const float* q, const float* k, const float* v,
+  void AttentionPartial(Rank& rank, int layer, std::span<const ChunkRows> rows, const std::vector<float>& a,
+                        std::vector<float>& o);
+  void MlpPartial(const Rank& rank, int layer, const std::vector<float>& m, std::vector<float>& f);
+  void Attend(const Rank& rank, int layer, const ChunkRows& chunk, const float* q, const float* k, const float* v,
               float* out);
-  void AppendKv(int layer, const ChunkRows& chunk, const float* k, const float* v);
+  void AppendKv(Rank& rank, int layer, const ChunkRows& chunk, const float* k, const float* v);
   void ComputeLogits(std::span<const SequenceChunk> chunks, std::span<const ChunkRows> rows,
                      const std::vector<float>& hidden, ForwardResult* out);
 
   ModelConfig config_;
-  cpu::ModelParams params_;
   ThreadPool pool_;
   int max_context_;
   int max_slots_;
   int block_size_;
   int num_blocks_ = 0;
-  std::vector<LayerPool> pools_;  // per layer
+  std::vector<Rank> ranks_;  // tensor-parallel ranks, run one after another
 };
 
-void CpuBackend::AllocatePools() {
-  pools_.resize(config_.num_layers);
+void CpuBackend::AllocatePools(Rank& rank) {
+  rank.pools.resize(config_.num_layers);
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerSpec& spec = config_.layers[l];
-    const size_t n = size_t{static_cast<size_t>(num_blocks_)} * block_size_ * spec.num_kv_heads * spec.head_dim;
-    pools_[l].k.assign(n, 0.0f);
-    pools_[l].v.assign(n, 0.0f);
-    pools_[l].sliding = !spec.is_global();
+    const size_t n =
+        size_t{static_cast<size_t>(num_blocks_)} * block_size_ * rank.shard.layers[l].kv_heads.size * spec.head_dim;
+    rank.pools[l].k.assign(n, 0.0f);
+    rank.pools[l].v.assign(n, 0.0f);
+    rank.pools[l].sliding = !spec.is_global();
   }
 }
 
@@ -149,13 +168,7 @@ absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, std::spa
     total += c.token_ids.size();
   }
   std::vector<float> hidden(total * hidden_size);
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    for (size_t j = 0; j < chunks[i].token_ids.size(); ++j) {
-      const float* e = params_.embedding.data() + int64_t{chunks[i].token_ids[j]} * hidden_size;
-      float* h = hidden.data() + (rows[i].first_row + j) * hidden_size;
-      for (int64_t d = 0; d < hidden_size; ++d) h[d] = e[d] * params_.embed_scale;
-    }
-  }
+  Embed(chunks, rows, hidden);
   for (int l = 0; l < config_.num_layers; ++l) RunLayer(l, rows, hidden);
   ComputeLogits(chunks, rows, hidden, out);
   PickOnHost(chunks, sampling, out);
@@ -166,16 +179,75 @@ absl::Status CpuBackend::Forward(std::span<const SequenceChunk> chunks, std::spa
   return absl::OkStatus();
 }
 
+// The embedding is split by vocabulary: each rank looks up the ids it owns
+// and contributes zeros for the rest, so the sum over ranks (the all-reduce a
+// multi-GPU forward does) is the owner's row.
+void CpuBackend::Embed(std::span<const SequenceChunk> chunks, std::span<const ChunkRows> rows,
+                       std::vector<float>& hidden) const {
+  const int64_t H = config_.hidden_size;
+  for (const Rank& rank : ranks_) {
+    const parallel::Range& vocab = rank.shard.vocab;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      for (size_t j = 0; j < chunks[i].token_ids.size(); ++j) {
+        const int32_t id = chunks[i].token_ids[j];
+        if (!vocab.Contains(id)) continue;
+        const float* e = rank.params.embedding.data() + (id - vocab.begin) * H;
+        float* h = hidden.data() + (rows[i].first_row + j) * H;
+        for (int64_t d = 0; d < H; ++d) h[d] = e[d] * rank.params.embed_scale;
+      }
+    }
+  }
+}
+
+// The sum over ranks of their partial outputs: what the all-reduces after
+// o_proj and down_proj compute. One rank: its output as it is.
+void SumPartials(std::vector<float>& total, const std::vector<float>& partial) {
+  for (size_t i = 0; i < total.size(); ++i) total[i] += partial[i];
+}
+
 void CpuBackend::RunLayer(int layer, std::span<const ChunkRows> rows, std::vector<float>& hidden) {
-  const LayerSpec& spec = config_.layers[layer];
-  const LayerParams& p = params_.layers[layer];
-  const int64_t H = config_.hidden_size, D = spec.head_dim, I = config_.intermediate_size;
-  const int64_t nq = config_.num_heads, nkv = spec.num_kv_heads;
+  const LayerParams& p = ranks_[0].params.layers[layer];  // norms and scalar: replicated
+  const int64_t H = config_.hidden_size;
   const int64_t T = static_cast<int64_t>(hidden.size()) / H;
   const float eps = config_.rms_norm_eps;
 
   std::vector<float> a(hidden);
   for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(a.data() + t * H, p.input_norm.data(), H, eps);
+  std::vector<float> o(T * H), partial;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    AttentionPartial(ranks_[r], layer, rows, a, r == 0 ? o : partial);
+    if (r > 0) SumPartials(o, partial);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    cpu::RmsNorm(o.data() + t * H, p.post_attention_norm.data(), H, eps);
+    for (int64_t d = 0; d < H; ++d) hidden[t * H + d] += o[t * H + d];
+  }
+  std::vector<float> m(hidden);
+  for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(m.data() + t * H, p.pre_feedforward_norm.data(), H, eps);
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    MlpPartial(ranks_[r], layer, m, r == 0 ? o : partial);
+    if (r > 0) SumPartials(o, partial);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    cpu::RmsNorm(o.data() + t * H, p.post_feedforward_norm.data(), H, eps);
+    for (int64_t d = 0; d < H; ++d) {
+      float& h = hidden[t * H + d];
+      h = p.layer_scalar * (h + o[t * H + d]);
+    }
+  }
+}
+
+// One rank's attention block: its query and KV heads from the normed input
+// `a`, attention over its KV pool, and its o_proj columns: o (T x H) is this
+// rank's partial sum of the layer's o_proj output.
+void CpuBackend::AttentionPartial(Rank& rank, int layer, std::span<const ChunkRows> rows, const std::vector<float>& a,
+                                  std::vector<float>& o) {
+  const LayerSpec& spec = config_.layers[layer];
+  const LayerParams& p = rank.params.layers[layer];
+  const int64_t H = config_.hidden_size, D = spec.head_dim;
+  const int64_t nq = rank.shard.layers[layer].q_heads.size, nkv = rank.shard.layers[layer].kv_heads.size;
+  const int64_t T = static_cast<int64_t>(a.size()) / H;
+  const float eps = config_.rms_norm_eps;
   std::vector<float> q(T * nq * D), k(T * nkv * D), v(T * nkv * D);
   cpu::MatMul(pool_, a.data(), T, p.wq.data(), H, nq * D, q.data());
   cpu::MatMul(pool_, a.data(), T, p.wk.data(), H, nkv * D, k.data());
@@ -203,40 +275,37 @@ void CpuBackend::RunLayer(int layer, std::span<const ChunkRows> rows, std::vecto
   }
   std::vector<float> attn(T * nq * D);
   for (const ChunkRows& c : rows) {
-    Attend(layer, c, q.data(), k.data(), v.data(), attn.data());
-    AppendKv(layer, c, k.data(), v.data());
+    Attend(rank, layer, c, q.data(), k.data(), v.data(), attn.data());
+    AppendKv(rank, layer, c, k.data(), v.data());
   }
-  std::vector<float> o(T * H);
+  o.resize(T * H);
   cpu::MatMul(pool_, attn.data(), T, p.wo.data(), nq * D, H, o.data());
-  for (int64_t t = 0; t < T; ++t) {
-    cpu::RmsNorm(o.data() + t * H, p.post_attention_norm.data(), H, eps);
-    for (int64_t d = 0; d < H; ++d) hidden[t * H + d] += o[t * H + d];
-  }
-  std::vector<float> m(hidden);
-  for (int64_t t = 0; t < T; ++t) cpu::RmsNorm(m.data() + t * H, p.pre_feedforward_norm.data(), H, eps);
+}
+
+// One rank's MLP: its intermediate columns of gate/up, and down_proj over
+// them: f (T x H) is this rank's partial sum of down_proj's output.
+void CpuBackend::MlpPartial(const Rank& rank, int layer, const std::vector<float>& m, std::vector<float>& f) {
+  const LayerParams& p = rank.params.layers[layer];
+  const int64_t H = config_.hidden_size, I = rank.shard.intermediate.size;
+  const int64_t T = static_cast<int64_t>(m.size()) / H;
   std::vector<float> gate(T * I), up(T * I);
   cpu::MatMul(pool_, m.data(), T, p.w_gate.data(), H, I, gate.data());
   cpu::MatMul(pool_, m.data(), T, p.w_up.data(), H, I, up.data());
   for (int64_t i = 0; i < T * I; ++i) gate[i] = cpu::GeluTanh(gate[i]) * up[i];
-  cpu::MatMul(pool_, gate.data(), T, p.w_down.data(), I, H, o.data());
-  for (int64_t t = 0; t < T; ++t) {
-    cpu::RmsNorm(o.data() + t * H, p.post_feedforward_norm.data(), H, eps);
-    for (int64_t d = 0; d < H; ++d) {
-      float& h = hidden[t * H + d];
-      h = p.layer_scalar * (h + o[t * H + d]);
-    }
-  }
+  f.resize(T * H);
+  cpu::MatMul(pool_, gate.data(), T, p.w_down.data(), I, H, f.data());
 }
 
 // Attention for every query of one chunk. Keys older than the chunk come from
 // the slot's cache; the chunk's own keys come from this step's k/v rows (they
 // are appended only afterwards, so a ring never overwrites a key still needed).
-void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const float* k,
+void CpuBackend::Attend(const Rank& rank, int layer, const ChunkRows& c, const float* q, const float* k,
                         const float* v, float* out) {
   const LayerSpec& spec = config_.layers[layer];
-  const int64_t D = spec.head_dim, nq = config_.num_heads, nkv = spec.num_kv_heads;
-  const int64_t group = nq / nkv;
-  const LayerPool& pool = pools_[layer];
+  const int64_t D = spec.head_dim;
+  const int64_t nq = rank.shard.layers[layer].q_heads.size, nkv = rank.shard.layers[layer].kv_heads.size;
+  const int64_t group = nq / nkv;  // the model's group, or all of a rank's heads on one replicated KV head
+  const LayerPool& pool = rank.pools[layer];
   const int window = spec.is_global() ? 0 : config_.sliding_window;
   pool_.ParallelFor(c.num_tokens * nq, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
@@ -275,10 +344,9 @@ void CpuBackend::Attend(int layer, const ChunkRows& c, const float* q, const flo
   });
 }
 
-void CpuBackend::AppendKv(int layer, const ChunkRows& c, const float* k, const float* v) {
-  const LayerSpec& spec = config_.layers[layer];
-  const int64_t row = int64_t{spec.num_kv_heads} * spec.head_dim;
-  LayerPool& pool = pools_[layer];
+void CpuBackend::AppendKv(Rank& rank, int layer, const ChunkRows& c, const float* k, const float* v) {
+  const int64_t row = rank.shard.layers[layer].kv_heads.size * config_.layers[layer].head_dim;
+  LayerPool& pool = rank.pools[layer];
   for (int64_t j = 0; j < c.num_tokens; ++j) {
     const int64_t dst = Row(pool, c, c.start_position + static_cast<int32_t>(j)) * row;
     std::copy_n(k + (c.first_row + j) * row, row, pool.k.data() + dst);
@@ -298,11 +366,24 @@ void CpuBackend::ComputeLogits(std::span<const SequenceChunk> chunks, std::span<
     for (int64_t j = first; j < rows[i].num_tokens; ++j, ++num_rows) {
       const float* h = hidden.data() + (rows[i].first_row + j) * H;
       selected.insert(selected.end(), h, h + H);
-      cpu::RmsNorm(selected.data() + num_rows * H, params_.final_norm.data(), H, config_.rms_norm_eps);
+      cpu::RmsNorm(selected.data() + num_rows * H, ranks_[0].params.final_norm.data(), H, config_.rms_norm_eps);
     }
   }
   out->logits.resize(num_rows * V);
-  cpu::MatMul(pool_, selected.data(), num_rows, params_.embedding.data(), H, V, out->logits.data());
+  if (ranks_.size() == 1) {
+    cpu::MatMul(pool_, selected.data(), num_rows, ranks_[0].params.embedding.data(), H, V, out->logits.data());
+  } else {
+    // Each rank's LM head gives its vocabulary columns; the gather puts them
+    // side by side.
+    std::vector<float> part;
+    for (const Rank& rank : ranks_) {
+      const parallel::Range& vocab = rank.shard.vocab;
+      part.resize(num_rows * vocab.size);
+      cpu::MatMul(pool_, selected.data(), num_rows, rank.params.embedding.data(), H, vocab.size, part.data());
+      for (int64_t r = 0; r < num_rows; ++r)
+        std::copy_n(part.data() + r * vocab.size, vocab.size, out->logits.data() + r * V + vocab.begin);
+    }
+  }
   if (config_.final_logit_softcap > 0) {
     const float cap = config_.final_logit_softcap;
     for (float& x : out->logits) x = cap * std::tanh(x / cap);
@@ -321,7 +402,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const LoadedModel& mod
     return absl::InvalidArgumentError(absl::StrCat("block_size must be >= 1, got ", options.block_size));
   if (options.num_blocks < 0)
     return absl::InvalidArgumentError(absl::StrCat("num_blocks must be >= 0, got ", options.num_blocks));
-  return std::unique_ptr<Backend>(new CpuBackend(model, options));
+  absl::StatusOr<parallel::ShardPlan> plan = parallel::MakeShardPlan(model.config, options.tensor_parallel_size);
+  if (!plan.ok()) return plan.status();
+  return std::unique_ptr<Backend>(new CpuBackend(model, options, *std::move(plan)));
 }
 
 }  // namespace gemma
