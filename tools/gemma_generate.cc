@@ -37,6 +37,7 @@ struct Flags {
   std::optional<gemma::WeightDType> lm_head;
   gemma::KvCacheDType kv_cache_dtype = gemma::KvCacheDType::kBF16;
   int max_context = 4096;
+  int tensor_parallel_size = 1;
   gemma::SamplingParams sampling;
   std::optional<uint64_t> seed;
 };
@@ -85,6 +86,9 @@ int main(int argc, char** argv) {
   gemma::AddWeightDTypeFlags(app, &f.weights, &f.lm_head);
   gemma::AddKvCacheDTypeFlag(app, &f.kv_cache_dtype);
   app.add_option("--max-context", f.max_context, "Context length to reserve")->check(CLI::PositiveNumber);
+  app.add_option("--tensor-parallel-size", f.tensor_parallel_size,
+                 "Tensor-parallel ranks: 1, 2 or 4 (cuda: one GPU each; cpu: simulated in this process)")
+      ->check(CLI::IsMember({1, 2, 4}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
   bo.lm_head = f.lm_head;
   bo.kv_cache_dtype = f.kv_cache_dtype;
   bo.max_context = f.max_context;
+  bo.tensor_parallel_size = f.tensor_parallel_size;
   auto tokenizer = gemma::Tokenizer::Load(bo.model_dir);  // tokenizer.json, else tokenizer.model
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString(), 1);
   auto backend = gemma::CreateBackend(bo);

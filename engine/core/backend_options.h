@@ -70,6 +70,10 @@ struct BackendOptions {
   int num_kv_blocks = 0;
   double gpu_memory_utilization = 0.9;  // cuda: share of GPU memory this process may fill
   int max_tokens_per_step = 0;    // the engine's step budget, if known (cuda: sizes the sliding pool)
+  // Ranks of Megatron-style tensor parallelism (engine/parallel/shard_plan.h):
+  // 1, 2 or 4; cuda: one GPU per rank; cpu: the ranks are simulated in one
+  // process (the sharded arithmetic, for tests).
+  int tensor_parallel_size = 1;
 };
 
 }  // namespace gemma

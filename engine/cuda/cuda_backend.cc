@@ -116,6 +116,16 @@ std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const c
 }  // namespace
 
 absl::Status CudaBackend::Impl::LoadWeights() {
+  if (tuning.model != nullptr) {  // a tensor-parallel rank's shard
+    config = tuning.model->config;
+    GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
+    auto w = options.random_weights
+                 ? cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights)
+                 : cuda::DeviceWeights::Upload(config, tuning.model->weights, stream, options.weights);
+    if (!w.ok()) return w.status();
+    weights = std::move(*w);
+    return absl::OkStatus();
+  }
   if (options.random_weights) {
     auto parsed = LoadModelConfig(options.model_dir);
     if (!parsed.ok()) return parsed.status();
@@ -186,6 +196,7 @@ absl::Status CudaBackend::Impl::CreateForward() {
                                                tuning.decode_splits, EmbedScale(config, tuning), table_entries);
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
+  forward->set_all_reduce(tuning.all_reduce);
   graphs = std::make_unique<cuda::DecodeGraphCache>(options.max_slots, chunk_tokens, options.use_cuda_graphs);
   auto executor_or = cuda::PassExecutor::Create(config, {options.max_slots, max_context, chunk_tokens},
                                                 forward.get(), &pools, graphs.get(), stream);
@@ -200,8 +211,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(CheckOptions(o, t));
   auto lm_head = LmHeadDType();
   if (!lm_head.ok()) return lm_head.status();
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(t.device));
   tuner = std::make_unique<cuda::Tuner>(cuda::TuningSwitches::FromEnv());
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
   if (o.weights == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, stream));
@@ -218,6 +229,7 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   }
   // Last, so the pool gets what weights, activations and tuning left.
   GEMMA_STATUS_RETURN_IF_ERROR(pools.Allocate(config, o, max_context, chunk_tokens));
+  if (t.before_first_pass) t.before_first_pass();
   if (o.use_cuda_graphs) GEMMA_STATUS_RETURN_IF_ERROR(executor->CaptureDecodeGraphs());
   GEMMA_STATUS_RETURN_IF_ERROR(executor->WarmUpPrefill());
   const cuda::KvCache& cache = pools.cache();

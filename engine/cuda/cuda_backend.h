@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -17,8 +18,12 @@
 #include "absl/status/statusor.h"
 #include "engine/core/backend.h"
 #include "engine/core/backend_options.h"
+#include "engine/model/weights.h"
 
 namespace gemma {
+namespace cuda {
+class AllReduce;
+}
 
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
@@ -36,6 +41,19 @@ struct CudaTuning {
   // not a bf16 value, e.g. tiny-random's H = 128).
   bool exact_embed_scale = false;
   uint64_t random_seed = 1234;  // random_weights
+  // A tensor-parallel rank (engine/cuda/tp): the device it runs on, its
+  // shard's model (engine/parallel/rank_model.h: config and host slices;
+  // with random_weights only the config is read) instead of model_dir's,
+  // and the all-reduce that sums its o_proj and down_proj outputs with the
+  // other ranks'. Defaults: device 0, model_dir, no all-reduce.
+  int device = 0;
+  const LoadedModel* model = nullptr;
+  cuda::AllReduce* all_reduce = nullptr;
+  // Called once by start-up after its last device-wide synchronizing call
+  // (allocation, pool set-up) and before its first pass: the ranks meet
+  // there, so no rank synchronizes a GPU on which another rank's all-reduce
+  // is already waiting for it (ranks sharing a GPU).
+  std::function<void()> before_first_pass;
 };
 
 class CudaBackend : public Backend {

@@ -91,6 +91,11 @@ LinearArgs ModelForward::WithFp8Input(LinearArgs a, const uint8_t* codes, const 
   return a;
 }
 
+absl::Status ModelForward::SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream) {
+  if (all_reduce_ == nullptr) return absl::OkStatus();
+  return all_reduce_->SumBf16(x, x, int64_t{num_tokens} * config_->hidden_size, stream);
+}
+
 absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   kernels::EmbeddingParams ep;
@@ -198,6 +203,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   kernels::ResidualNormParams np;
   np.branch = proj;
@@ -222,6 +228,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
                    gp.out_scale),
       stream));
+  GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   np.branch_weight = w.post_feedforward_norm;
   np.layer_scalar = w.layer_scalar;

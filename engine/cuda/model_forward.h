@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "engine/cuda/comm/all_reduce.h"
 #include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/kv_cache.h"
@@ -51,6 +52,10 @@ class ModelForward {
   // logits(); with `argmax` also their greedy ids into ids().
   absl::Status EnqueueLogits(int begin, int count, bool argmax, cudaStream_t stream);
   const float* logits() const { return logits_.get<float>(); }
+  // Tensor parallelism: o_proj's and down_proj's outputs are this rank's
+  // partial sums; `all_reduce` adds the ranks' up (in place) before the
+  // residual norm reads them. Null (one GPU): nothing is added.
+  void set_all_reduce(AllReduce* all_reduce) { all_reduce_ = all_reduce; }
   const int32_t* ids() const { return ids_.get<int32_t>(); }
 
  private:
@@ -69,12 +74,14 @@ class ModelForward {
   void EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
                bool act) const;
   static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
+  absl::Status SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream);
 
   const ModelConfig* config_ = nullptr;
   const DeviceWeights* weights_ = nullptr;
   KvCache* cache_ = nullptr;
   LinearDispatcher* linear_ = nullptr;
   Tuner* tuner_ = nullptr;  // prefill attention tiles
+  AllReduce* all_reduce_ = nullptr;
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice

@@ -3,8 +3,12 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/weights.h"
+#include "engine/parallel/tp_check.h"
 #ifdef GEMMA_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/tp/tensor_parallel_backend.h"
 #endif
 
 namespace gemma {
@@ -17,12 +21,38 @@ bool CudaAvailable() {
 #endif
 }
 
+#ifdef GEMMA_HAVE_CUDA
+namespace {
+
+int VisibleGpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  return n;
+}
+
+// --tensor-parallel-size N > 1: the refusals from config.json alone (before
+// any weight is read), then one rank per GPU 0..N-1.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaTensorParallel(const BackendOptions& options) {
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
+  if (!config.ok()) return config.status();
+  if (absl::Status s = parallel::CheckTensorParallel(options.tensor_parallel_size, *config, "cuda", VisibleGpus());
+      !s.ok())
+    return s;
+  TensorParallelCudaOptions tp;
+  for (int r = 0; r < options.tensor_parallel_size; ++r) tp.devices.push_back(r);
+  return CreateTensorParallelCudaBackend(options, CudaTuning{}, tp);
+}
+
+}  // namespace
+#endif
+
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   std::string kind = options.backend;
   if (kind == "auto") kind = CudaAvailable() ? "cuda" : "cpu";
   if (kind == "cuda") {
 #ifdef GEMMA_HAVE_CUDA
     if (!CudaDeviceAvailable()) return absl::FailedPreconditionError("backend cuda: no CUDA device is visible");
+    if (options.tensor_parallel_size != 1) return CreateCudaTensorParallel(options);
     return CreateCudaBackend(options);
 #else
     return absl::FailedPreconditionError("backend cuda: this build has no CUDA support (nvcc was not found)");
@@ -48,6 +78,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
         "0 (one fixed cache per sequence) is cuda-only"));
   absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options.model_dir);
   if (!model.ok()) return model.status();
+  if (absl::Status s = parallel::CheckTensorParallel(options.tensor_parallel_size, (*model)->config, "cpu", 0);
+      !s.ok())
+    return s;
   if ((*model)->weights.has_fp8) {
     return absl::InvalidArgumentError(
         "the checkpoint's linear weights are FP8 (F8_E4M3): only the cuda backend reads them");
@@ -58,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   cpu_options.num_threads = options.num_threads;
   cpu_options.block_size = options.kv_block_size;
   cpu_options.num_blocks = options.num_kv_blocks;
+  cpu_options.tensor_parallel_size = options.tensor_parallel_size;
   return CreateCpuBackend(**model, cpu_options);
 }
 

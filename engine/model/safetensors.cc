@@ -62,11 +62,22 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   return file;
 }
 
+std::unique_ptr<SafetensorsFile> SafetensorsFile::FromMemory(std::string name, SafetensorsHeader header,
+                                                             std::vector<std::byte> data) {
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = std::move(name);
+  file->header_ = std::move(header);
+  file->header_.data_offset = 0;
+  file->owned_ = std::move(data);
+  return file;
+}
+
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) munmap(map_, map_size_);
 }
 
 const std::byte* SafetensorsFile::data(const TensorInfo& info) const {
+  if (map_ == nullptr) return owned_.data() + info.data_begin;
   return static_cast<const std::byte*>(map_) + header_.data_offset + info.data_begin;
 }
 

@@ -49,6 +49,11 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
 class SafetensorsFile {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // Tensors held in memory instead of a mapped file (a tensor-parallel
+  // rank's slices of a checkpoint): header.tensors' byte ranges index `data`
+  // (header.data_offset is ignored).
+  static std::unique_ptr<SafetensorsFile> FromMemory(std::string name, SafetensorsHeader header,
+                                                     std::vector<std::byte> data);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -64,6 +69,7 @@ class SafetensorsFile {
   SafetensorsHeader header_;
   void* map_ = nullptr;
   size_t map_size_ = 0;
+  std::vector<std::byte> owned_;  // FromMemory's bytes (map_ is then null)
 };
 
 // A tensor found in a checkpoint: its description and where its bytes live.

@@ -66,6 +66,11 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
           },
           "(0,1]"))
       ->capture_default_str();
+  app.add_option("--tensor-parallel-size", s.backend.tensor_parallel_size,
+                 "ranks of Megatron-style tensor parallelism: 1, 2 or 4 (cuda: one GPU each; cpu: "
+                 "the ranks simulated in one process)")
+      ->check(CLI::IsMember({1, 2, 4}))
+      ->capture_default_str();
   app.add_flag("--random-weights", s.backend.random_weights,
                "cuda: build the model of --model's config.json with deterministic random weights "
                "(benchmarks without a checkpoint; pair with --tokenizer)");

@@ -64,6 +64,25 @@ TEST(GenerateCliTest, PrintIdsEqualsGoldenForIdPrompts) {
   }
 }
 
+// The CPU backend's simulated tensor-parallel ranks give the golden ids too.
+TEST(GenerateCliTest, TensorParallelRanksPrintTheGoldenIds) {
+  const testing::Golden golden = testing::LoadGolden(kFortunes, 1024);
+  const testing::GoldenPrompt& g = golden.prompts[0];
+  std::string ids;
+  for (int32_t id : g.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const size_t exact = testing::FirstLowMarginStep(g, 1e-2);
+  std::string expected;
+  for (size_t s = 0; s < exact; ++s) expected += (s ? " " : "") + std::to_string(g.greedy[s]);
+  for (int tp : {2, 4}) {
+    const Result r = RunGenerate("--model " + kFortunes + " --prompt-ids " + ids + " --max-tokens " +
+                                 std::to_string(exact) + " --greedy --print-ids --tensor-parallel-size " +
+                                 std::to_string(tp));
+    ASSERT_EQ(r.exit_code, 0) << "tp " << tp;
+    EXPECT_EQ(r.out, expected + "\n") << "tp " << tp;
+  }
+  EXPECT_EQ(RunGenerate("--model " + kFortunes + " --prompt x --tensor-parallel-size 3").exit_code, 2);
+}
+
 TEST(GenerateCliTest, BadFlagsExitWithCode2) {
   EXPECT_EQ(RunGenerate("--prompt x --max-tokens 0").exit_code, 2);
   EXPECT_EQ(RunGenerate("--prompt x --top-p 1.5").exit_code, 2);

@@ -1,0 +1,186 @@
+// The tensor-parallel CUDA backend on whatever GPUs are visible: 2 and 4 ranks
+// sharing GPU 0 (a thread each, the one-shot all-reduce between them) on the
+// fortunes fixture, against its float64 golden with the one-GPU backend's
+// bound (2e-2 relative row error, tests/engine/cuda/backend_parity_test.cc) and
+// against the one-GPU backend itself: prefill logits, step logits while the
+// golden tokens are fed back, and greedy tokens from the decode graphs (the
+// all-reduces captured inside). With 2 GPUs, the same on GPUs 0 and 1 (NCCL
+// for large messages when libnccl.so.2 loads).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/tp/tensor_parallel_backend.h"
+#include "tests/common/gpu_test_util.h"
+#include "tests/engine/cuda/golden.h"
+
+namespace gemma {
+namespace {
+
+constexpr double kRowTol = 2e-2;
+constexpr double kMarginFloor = 0.1;
+
+std::string FortunesDir() {
+  const char* v = std::getenv("GEMMA_MODELS_DIR");
+  return std::string(v && *v ? v : GEMMA_MODELS_DIR) + "/gemma4-fortunes";
+}
+
+BackendOptions Options(bool paged) {
+  BackendOptions o;
+  o.backend = "cuda";
+  o.model_dir = FortunesDir();
+  o.max_slots = 4;
+  o.max_context = 512;
+  o.kv_block_size = paged ? 16 : 0;
+  o.num_kv_blocks = paged ? 4 * 512 / 16 : 0;
+  return o;
+}
+
+CudaTuning Tuning() {
+  CudaTuning t;
+  t.exact_embed_scale = true;  // as the float64 golden
+  t.autotune_gemv = false;     // the same kernels on every backend
+  return t;
+}
+
+std::unique_ptr<Backend> MakeTp(std::vector<int> devices, bool paged) {
+  BackendOptions o = Options(paged);
+  o.tensor_parallel_size = static_cast<int>(devices.size());
+  TensorParallelCudaOptions tp;
+  tp.devices = std::move(devices);
+  auto b = CreateTensorParallelCudaBackend(o, Tuning(), tp);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? std::move(*b) : nullptr;
+}
+
+std::unique_ptr<Backend> MakeOne(bool paged) {
+  auto b = CreateCudaBackendWithTuning(Options(paged), Tuning());
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? std::unique_ptr<Backend>(std::move(*b)) : nullptr;
+}
+
+int Argmax(const float* row, int vocab) { return int(std::max_element(row, row + vocab) - row); }
+
+// Slot mode: slot 0's cache, prefill then golden tokens one step at a time.
+// Returns the worst row error against the golden and against `one`.
+std::pair<double, double> CheckLogits(Backend& tp, Backend& one, const std::vector<gpu_test::GoldenPrompt>& golden) {
+  const int vocab = tp.config().vocab_size;
+  double worst_golden = 0, worst_one = 0;
+  for (size_t p = 0; p < golden.size(); ++p) {
+    const auto& g = golden[p];
+    tp.ResetSlot(0);
+    one.ResetSlot(0);
+    SequenceChunk c{0, g.ids, 0, true};
+    ForwardResult a, b;
+    EXPECT_TRUE(tp.Forward({&c, 1}, {}, &a).ok());
+    EXPECT_TRUE(one.Forward({&c, 1}, {}, &b).ok());
+    if (a.logits.size() != g.prefill_logits.size()) {
+      ADD_FAILURE() << "prompt " << p << ": " << a.logits.size() << " logits";
+      return {INFINITY, INFINITY};
+    }
+    for (size_t t = 0; t < g.ids.size(); ++t) {
+      const float* row = a.logits.data() + t * vocab;
+      worst_golden = std::max(worst_golden, gpu_test::RelErrPtr(row, g.prefill_logits.data() + t * vocab, vocab));
+      worst_one = std::max(worst_one, gpu_test::RelErrPtr(row, b.logits.data() + t * vocab, vocab));
+    }
+    for (size_t s = 0; s + 1 < g.greedy.size(); ++s) {
+      SequenceChunk d{0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false};
+      d.return_logits = true;
+      EXPECT_TRUE(tp.Forward({&d, 1}, {}, &a).ok());
+      EXPECT_TRUE(one.Forward({&d, 1}, {}, &b).ok());
+      worst_golden =
+          std::max(worst_golden, gpu_test::RelErrPtr(a.logits.data(), g.step_logits.data() + (s + 1) * vocab, vocab));
+      worst_one = std::max(worst_one, gpu_test::RelErrPtr(a.logits.data(), b.logits.data(), vocab));
+      if (g.margins[s + 1] >= kMarginFloor)
+        EXPECT_EQ(Argmax(a.logits.data(), vocab), g.greedy[s + 1]) << "prompt " << p << " step " << s + 1;
+    }
+  }
+  return {worst_golden, worst_one};
+}
+
+// Greedy ids from the device argmax, decode steps replaying the graphs; the
+// prompts together in one batch (paged: fixed block runs per sequence).
+std::vector<std::vector<int32_t>> Generate(Backend& b, const std::vector<gpu_test::GoldenPrompt>& golden, int n) {
+  const int count = std::min<int>(golden.size(), b.max_slots());
+  const bool paged = b.kv_cache_spec().block_size > 0;
+  std::vector<std::vector<int32_t>> tables(count);
+  std::vector<SequenceChunk> chunks;
+  for (int p = 0; p < count; ++p) {
+    b.ResetSlot(p);
+    for (int i = 0; i < 512 / 16; ++i) tables[p].push_back(p * (512 / 16) + i);
+    SequenceChunk c{p, golden[p].ids, 0, false};
+    if (paged) c.global_blocks = c.sliding_blocks = tables[p];
+    chunks.push_back(c);
+  }
+  std::vector<std::vector<int32_t>> gen(count);
+  ForwardResult next;
+  EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+  for (int s = 0; s < n; ++s) {
+    for (int i = 0; i < count; ++i) {
+      gen[i].push_back(next.next_ids[i]);
+      chunks[i].start_position += int(chunks[i].token_ids.size());
+      chunks[i].token_ids = {&gen[i].back(), 1};
+    }
+    if (s + 1 < n) EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+  }
+  return gen;
+}
+
+void CheckRanks(const std::vector<int>& devices) {
+  const auto golden = gpu_test::LoadGolden(FortunesDir());
+  ASSERT_FALSE(golden.empty());
+  const std::string tag = "TP=" + std::to_string(devices.size());
+  {
+    auto tp = MakeTp(devices, false);
+    auto one = MakeOne(false);
+    ASSERT_TRUE(tp && one);
+    const auto [vs_golden, vs_one] = CheckLogits(*tp, *one, golden);
+    std::printf("%s slots: worst row error vs golden %.4f, vs TP=1 %.4f\n", tag.c_str(), vs_golden, vs_one);
+    EXPECT_LT(vs_golden, kRowTol) << tag;
+    EXPECT_LT(vs_one, kRowTol) << tag;
+  }
+  auto tp = MakeTp(devices, true);
+  ASSERT_NE(tp, nullptr);
+  const auto tokens = Generate(*tp, golden, 24);
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    size_t trusted = 0;
+    while (trusted < golden[p].greedy.size() && trusted < tokens[p].size() && golden[p].margins[trusted] >= kMarginFloor)
+      ++trusted;
+    EXPECT_EQ(std::vector<int32_t>(tokens[p].begin(), tokens[p].begin() + trusted),
+              std::vector<int32_t>(golden[p].greedy.begin(), golden[p].greedy.begin() + trusted))
+        << tag << " paged, graphs: prompt " << p;
+  }
+}
+
+TEST(TensorParallelCuda, RanksSharingOneGpuMatchGoldenAndOneGpu) {
+  GEMMA_REQUIRE_GPU();
+  CheckRanks({0, 0});
+  CheckRanks({0, 0, 0, 0});
+}
+
+TEST(TensorParallelCuda, TwoGpusMatchGoldenAndOneGpu) {
+  GEMMA_REQUIRE_GPU();
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (count < 2) GTEST_SKIP() << "needs 2 GPUs, " << count << " visible";
+  CheckRanks({0, 1});
+  if (count >= 4) CheckRanks({0, 1, 2, 3});
+}
+
+TEST(TensorParallelCuda, RefusesSharedGpuWithoutFixedPool) {
+  GEMMA_REQUIRE_GPU();
+  BackendOptions o = Options(true);
+  o.num_kv_blocks = 0;
+  o.tensor_parallel_size = 2;
+  TensorParallelCudaOptions tp;
+  tp.devices = {0, 0};
+  auto b = CreateTensorParallelCudaBackend(o, Tuning(), tp);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("need num_kv_blocks set"), std::string::npos) << b.status();
+}
+
+}  // namespace
+}  // namespace gemma
