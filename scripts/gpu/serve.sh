@@ -11,7 +11,7 @@
 # KV=fp8 an FP8 KV cache (--kv-cache-dtype); PROTOCOL=openai drives the
 # OpenAI-compatible HTTP API (streaming /v1/completions on --http-port)
 # instead of gRPC; SLOTS (default 64) and GPU_MEM (default 0.92) size the
-# server.
+# server; TP=2 or 4 serves with --tensor-parallel-size (one GPU per rank).
 cmd_serve() {
   autotune_in_out
   local levels=(${@:-1 8 32 64})
@@ -20,7 +20,7 @@ cmd_serve() {
   "$bundle/bin/gemma-serve" --model "$config_31b" --random-weights \
     --tokenizer "$tokenizer_31b" --backend cuda --port $port --http-port $http_port \
     --max-concurrent-sequences ${SLOTS:-64} --max-context $((in_len + out_len + 64)) --max-tokens-per-step 2048 \
-    --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} \
+    --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} --tensor-parallel-size ${TP:-1} \
     --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
   local server=$!
   wait_serving $port 600 0.5 $server

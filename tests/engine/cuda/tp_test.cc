@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <span>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/tp/tensor_parallel_backend.h"
@@ -28,15 +29,34 @@ std::string FortunesDir() {
   return std::string(v && *v ? v : GEMMA_MODELS_DIR) + "/gemma4-fortunes";
 }
 
-BackendOptions Options(bool paged) {
+constexpr int kSlots = 4, kContext = 512, kBlock = 16, kBlocksPerSlot = kContext / kBlock;
+
+// Paged, with a fixed global pool (ranks sharing a GPU cannot size theirs
+// from free memory); each sequence gets a fixed run of blocks.
+BackendOptions Options() {
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = FortunesDir();
-  o.max_slots = 4;
-  o.max_context = 512;
-  o.kv_block_size = paged ? 16 : 0;
-  o.num_kv_blocks = paged ? 4 * 512 / 16 : 0;
+  o.max_slots = kSlots;
+  o.max_context = kContext;
+  o.kv_block_size = kBlock;
+  o.num_kv_blocks = kSlots * kBlocksPerSlot;
   return o;
+}
+
+std::vector<int32_t> BlocksOf(int slot) {
+  std::vector<int32_t> b;
+  for (int i = 0; i < kBlocksPerSlot; ++i) b.push_back(slot * kBlocksPerSlot + i);
+  return b;
+}
+
+SequenceChunk Chunk(int slot, std::span<const int32_t> ids, int32_t start, const std::vector<int32_t>& blocks) {
+  SequenceChunk c;
+  c.slot = slot;
+  c.token_ids = ids;
+  c.start_position = start;
+  c.global_blocks = c.sliding_blocks = blocks;
+  return c;
 }
 
 CudaTuning Tuning() {
@@ -46,8 +66,8 @@ CudaTuning Tuning() {
   return t;
 }
 
-std::unique_ptr<Backend> MakeTp(std::vector<int> devices, bool paged) {
-  BackendOptions o = Options(paged);
+std::unique_ptr<Backend> MakeTp(std::vector<int> devices) {
+  BackendOptions o = Options();
   o.tensor_parallel_size = static_cast<int>(devices.size());
   TensorParallelCudaOptions tp;
   tp.devices = std::move(devices);
@@ -56,24 +76,24 @@ std::unique_ptr<Backend> MakeTp(std::vector<int> devices, bool paged) {
   return b.ok() ? std::move(*b) : nullptr;
 }
 
-std::unique_ptr<Backend> MakeOne(bool paged) {
-  auto b = CreateCudaBackendWithTuning(Options(paged), Tuning());
+std::unique_ptr<Backend> MakeOne() {
+  auto b = CreateCudaBackendWithTuning(Options(), Tuning());
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::unique_ptr<Backend>(std::move(*b)) : nullptr;
 }
 
 int Argmax(const float* row, int vocab) { return int(std::max_element(row, row + vocab) - row); }
 
-// Slot mode: slot 0's cache, prefill then golden tokens one step at a time.
+// Sequence 0's blocks: prefill, then the golden tokens one step at a time.
 // Returns the worst row error against the golden and against `one`.
 std::pair<double, double> CheckLogits(Backend& tp, Backend& one, const std::vector<gpu_test::GoldenPrompt>& golden) {
   const int vocab = tp.config().vocab_size;
   double worst_golden = 0, worst_one = 0;
   for (size_t p = 0; p < golden.size(); ++p) {
     const auto& g = golden[p];
-    tp.ResetSlot(0);
-    one.ResetSlot(0);
-    SequenceChunk c{0, g.ids, 0, true};
+    const std::vector<int32_t> blocks = BlocksOf(0);
+    SequenceChunk c = Chunk(0, g.ids, 0, blocks);
+    c.all_logits = true;
     ForwardResult a, b;
     EXPECT_TRUE(tp.Forward({&c, 1}, {}, &a).ok());
     EXPECT_TRUE(one.Forward({&c, 1}, {}, &b).ok());
@@ -87,7 +107,7 @@ std::pair<double, double> CheckLogits(Backend& tp, Backend& one, const std::vect
       worst_one = std::max(worst_one, gpu_test::RelErrPtr(row, b.logits.data() + t * vocab, vocab));
     }
     for (size_t s = 0; s + 1 < g.greedy.size(); ++s) {
-      SequenceChunk d{0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), false};
+      SequenceChunk d = Chunk(0, {&g.greedy[s], 1}, int32_t(g.ids.size() + s), blocks);
       d.return_logits = true;
       EXPECT_TRUE(tp.Forward({&d, 1}, {}, &a).ok());
       EXPECT_TRUE(one.Forward({&d, 1}, {}, &b).ok());
@@ -102,18 +122,14 @@ std::pair<double, double> CheckLogits(Backend& tp, Backend& one, const std::vect
 }
 
 // Greedy ids from the device argmax, decode steps replaying the graphs; the
-// prompts together in one batch (paged: fixed block runs per sequence).
+// prompts together in one batch.
 std::vector<std::vector<int32_t>> Generate(Backend& b, const std::vector<gpu_test::GoldenPrompt>& golden, int n) {
   const int count = std::min<int>(golden.size(), b.max_slots());
-  const bool paged = b.kv_cache_spec().block_size > 0;
   std::vector<std::vector<int32_t>> tables(count);
   std::vector<SequenceChunk> chunks;
   for (int p = 0; p < count; ++p) {
-    b.ResetSlot(p);
-    for (int i = 0; i < 512 / 16; ++i) tables[p].push_back(p * (512 / 16) + i);
-    SequenceChunk c{p, golden[p].ids, 0, false};
-    if (paged) c.global_blocks = c.sliding_blocks = tables[p];
-    chunks.push_back(c);
+    tables[p] = BlocksOf(p);
+    chunks.push_back(Chunk(p, golden[p].ids, 0, tables[p]));
   }
   std::vector<std::vector<int32_t>> gen(count);
   ForwardResult next;
@@ -133,17 +149,13 @@ void CheckRanks(const std::vector<int>& devices) {
   const auto golden = gpu_test::LoadGolden(FortunesDir());
   ASSERT_FALSE(golden.empty());
   const std::string tag = "TP=" + std::to_string(devices.size());
-  {
-    auto tp = MakeTp(devices, false);
-    auto one = MakeOne(false);
-    ASSERT_TRUE(tp && one);
-    const auto [vs_golden, vs_one] = CheckLogits(*tp, *one, golden);
-    std::printf("%s slots: worst row error vs golden %.4f, vs TP=1 %.4f\n", tag.c_str(), vs_golden, vs_one);
-    EXPECT_LT(vs_golden, kRowTol) << tag;
-    EXPECT_LT(vs_one, kRowTol) << tag;
-  }
-  auto tp = MakeTp(devices, true);
-  ASSERT_NE(tp, nullptr);
+  auto tp = MakeTp(devices);
+  auto one = MakeOne();
+  ASSERT_TRUE(tp && one);
+  const auto [vs_golden, vs_one] = CheckLogits(*tp, *one, golden);
+  std::printf("%s: worst row error vs golden %.4f, vs TP=1 %.4f\n", tag.c_str(), vs_golden, vs_one);
+  EXPECT_LT(vs_golden, kRowTol) << tag;
+  EXPECT_LT(vs_one, kRowTol) << tag;
   const auto tokens = Generate(*tp, golden, 24);
   for (size_t p = 0; p < tokens.size(); ++p) {
     size_t trusted = 0;
@@ -151,7 +163,7 @@ void CheckRanks(const std::vector<int>& devices) {
       ++trusted;
     EXPECT_EQ(std::vector<int32_t>(tokens[p].begin(), tokens[p].begin() + trusted),
               std::vector<int32_t>(golden[p].greedy.begin(), golden[p].greedy.begin() + trusted))
-        << tag << " paged, graphs: prompt " << p;
+        << tag << " decode graphs: prompt " << p;
   }
 }
 
@@ -172,7 +184,7 @@ TEST(TensorParallelCuda, TwoGpusMatchGoldenAndOneGpu) {
 
 TEST(TensorParallelCuda, RefusesSharedGpuWithoutFixedPool) {
   GEMMA_REQUIRE_GPU();
-  BackendOptions o = Options(true);
+  BackendOptions o = Options();
   o.num_kv_blocks = 0;
   o.tensor_parallel_size = 2;
   TensorParallelCudaOptions tp;
