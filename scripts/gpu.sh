@@ -23,6 +23,9 @@
 #                               IN, OUT_LEN, WAVES, WAVES_TOP, SAMPLED, WEIGHTS, KV, PROTOCOL, SLOTS, GPU_MEM)
 #   long-context                time to first token of one long prompt through gemma-serve
 #                               (CONFIGS, LENGTHS, MAX_CONTEXT, SLOTS, GPU_MEM, REQUEST_TIMEOUT)
+#   tp                          tensor parallelism: all-reduce tests (NCCL, one-shot kernel), the TP
+#                               backend vs the golden (ranks sharing GPU 0; across GPUs when visible),
+#                               all-reduce latency per size
 #   realwidth                   the 31B at its real width against transformers' reference
 #                               (RW_DIR, RW_LAYERS, RW_TYPES, RW_SKIP_GTEST, RW_SKIP_SERVE, RW_BIG_LAYERS,
 #                               RW_BIG_BEFORE_S, RW_BIG_SERVE_BEFORE_S)
@@ -39,7 +42,7 @@ binaries() {
   local b
   case "${1:-}" in
     all | test) b="gpu_kernels_test gpu_fp8_kernels_test gpu_fp8_quality_test gpu_backend_test gpu_head_dim_test
-                   gpu_realwidth_test gpu_w4a16_kernels_test gpu_int4_quality_test"
+                   gpu_realwidth_test gpu_w4a16_kernels_test gpu_int4_quality_test gpu_comm_test gpu_tp_test"
       [[ $1 == all ]] && b+=" gemma-bench" ;;
     bench) b="gemma-bench" ;;
     integration) b="gpu_kernels_test gpu_fp8_kernels_test gpu_fp8_quality_test gpu_backend_test gpu_head_dim_test
@@ -52,6 +55,7 @@ binaries() {
     profile) b="read-bw-bench gemma-bench" ;;
     serve | long-context) b="gemma-serve gemma-cli gemma-loadgen" ;;
     realwidth) b="gpu_realwidth_test gemma-generate gemma-serve gemma-cli" ;;
+    tp) b="gpu_comm_test gpu_tp_test allreduce-bench" ;;
     *) echo "gpu.sh binaries: unknown subcommand '${1:-}'" >&2; return 2 ;;
   esac
   for x in $b; do printf 'build/bin/%s ' "$x"; done
@@ -70,6 +74,7 @@ case "$cmd" in
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
   int4) source "$here/gpu/int4.sh" ;;
+  tp) source "$here/gpu/tp.sh" ;;
   *) echo "gpu.sh: unknown subcommand '$cmd'" >&2; usage >&2; exit 2 ;;
 esac
 "cmd_${cmd//-/_}" "$@"
