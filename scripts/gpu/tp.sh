@@ -12,6 +12,7 @@
 # docs/architecture.md, tensor parallelism).
 cmd_tp() {
   autotune_in_out
+  export CUDA_MODULE_LOADING=EAGER  # ranks sharing GPU 0 (tensor_parallel_backend.cc)
   gpu_info
   steps_begin
   if [ -z "${GEMMA_NCCL_LIBRARY:-}" ] && ! ldconfig -p | grep -q 'libnccl\.so\.2'; then

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cstdlib>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/comm/all_reduce.h"
@@ -114,9 +116,15 @@ absl::StatusOr<std::unique_ptr<Backend>> TensorParallelBackend::Create(const Bac
     return absl::InvalidArgumentError(
         absl::StrCat("tensor parallel: ", n, " devices for --tensor-parallel-size ", options.tensor_parallel_size));
   const bool shared = std::set<int>(tp.devices.begin(), tp.devices.end()).size() < tp.devices.size();
-  if (shared && options.kv_block_size > 0 && options.num_kv_blocks <= 0)
+  if (shared && options.num_kv_blocks <= 0)
     return absl::InvalidArgumentError("tensor parallel: ranks sharing a GPU need num_kv_blocks set (pools cannot be "
                                       "sized from free memory that another rank is filling)");
+  // A kernel loaded lazily (at its first launch) waits for the GPU, where
+  // another rank's all-reduce may be waiting for this rank: a deadlock.
+  const char* loading = std::getenv("CUDA_MODULE_LOADING");
+  if (shared && (loading == nullptr || std::string_view(loading) != "EAGER"))
+    return absl::FailedPreconditionError("tensor parallel: ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER "
+                                         "(set before the first CUDA call)");
   std::unique_ptr<LoadedModel> full;
   ModelConfig config;
   if (options.random_weights) {
