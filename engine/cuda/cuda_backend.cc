@@ -215,7 +215,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   tuner = std::make_unique<cuda::Tuner>(cuda::TuningSwitches::FromEnv());
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
-  if (o.weights == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, stream));
+  if (o.weights == WeightDType::kINT4)
+    GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, tuner->switches().int4_bf16_copy, stream));
   if (*lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
   if (*lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);

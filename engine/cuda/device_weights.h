@@ -71,10 +71,11 @@ class DeviceWeights {
   absl::Status QuantizeLmHead(cudaStream_t stream);
   // --weights int4 (int4_weights.cc): every layer matrix, loaded as bf16, gets
   // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; the
-  // bf16 matrices stay as its dequantized copy, or with GEMMA_INT4_BF16_COPY=0
-  // are freed (the embedding moves to its own buffer). QuantizeLmHeadInt4:
-  // the same for the LM head (a copy of the embedding, no bf16 copy).
-  absl::Status QuantizeLinearsInt4(const ModelConfig& config, cudaStream_t stream);
+  // bf16 matrices stay as its dequantized copy (`keep_bf16_copy`: the
+  // switch GEMMA_INT4_BF16_COPY) or are freed (the embedding moves to its own
+  // buffer). QuantizeLmHeadInt4: the same for the LM head (a copy of the
+  // embedding, no bf16 copy).
+  absl::Status QuantizeLinearsInt4(const ModelConfig& config, bool keep_bf16_copy, cudaStream_t stream);
   absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
   const std::vector<DeviceLayer>& layers() const { return layers_; }

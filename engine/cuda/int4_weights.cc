@@ -2,16 +2,15 @@
 // the random init), quantized on the device to Q4_0 (kernels/quant/w4_quant.h:
 // row layout into a scratch, then tiled for the W4A16 kernels): one arena of
 // tiled codes and fp16 scales (one per 32 columns), each matrix 256-byte
-// aligned. GEMMA_INT4_BF16_COPY (default 1) keeps the bf16 matrices,
-// overwritten with the dequantized values, for passes of more rows than the
-// W4A16 kernel serves well (cuBLASLt reads them: the same weights at bf16 GEMM
-// speed); 0 frees them (only the embedding stays bf16; such passes then
-// dequantize a matrix per call into the linear's scratch).
+// aligned. GEMMA_INT4_BF16_COPY (default 1; TuningSwitches::int4_bf16_copy,
+// handed in by the backend) keeps the bf16 matrices, overwritten with the
+// dequantized values, for passes of more rows than the W4A16 kernel serves
+// well (cuBLASLt reads them: the same weights at bf16 GEMM speed); 0 frees
+// them (only the embedding stays bf16; such passes then dequantize a matrix
+// per call into the linear's scratch).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/device_weights.h"
@@ -28,12 +27,6 @@ int64_t RowPackedBytes(int64_t n, int k) { return Align(n * kernels::W4PaddedK(k
 int64_t RowScaleBytes(int64_t n, int k) { return Align(n * (kernels::W4PaddedK(k) / kGroup) * 2); }
 int64_t TiledBytes(int64_t n, int k) {
   return Align(kernels::W4TiledCodeBytes(n, k)) + Align(kernels::W4TiledScaleBytes(n, k));
-}
-
-// Whether the layers keep their bf16 matrices (GEMMA_INT4_BF16_COPY, default 1).
-bool KeepBf16Copy() {
-  const char* v = std::getenv("GEMMA_INT4_BF16_COPY");
-  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 // Quantizes the bf16 matrix `m` [n, k] into `arena` at `*at` (through the
@@ -63,7 +56,7 @@ absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int 
 
 }  // namespace
 
-absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, cudaStream_t stream) {
+absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, bool keep_bf16_copy, cudaStream_t stream) {
   if (int4_.get() != nullptr) return absl::OkStatus();
   struct Mat {
     DeviceMatrix* m;
@@ -79,7 +72,7 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, cudaStream
     mats.push_back({&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size});
     mats.push_back({&d.down_proj, c.hidden_size, c.intermediate_size});
   }
-  const bool keep = KeepBf16Copy();
+  const bool keep = keep_bf16_copy;
   int64_t total = 0, most = 0;
   for (const Mat& m : mats) {
     total += TiledBytes(m.n, m.k);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/attention/hopper_prefill.cuh"
+#include "kernels/attention/prefill_tuning.h"
 
 namespace gemma::kernels::attention {
 namespace {
@@ -44,7 +45,7 @@ KernelEntry Entry() {
 
 void AddHopperPrefill(int head_dim, KernelTable& t) {
   // GEMMA_PREFILL_WGMMA=0: the tile kernel's candidates only (A/B runs).
-  if (const char* v = std::getenv("GEMMA_PREFILL_WGMMA"); v != nullptr && std::string(v) == "0") return;
+  if (!PrefillWgmmaEnabled()) return;
   if (head_dim == 512) {
     // Q 64 KB + 2 x 64 KB K/V + 32 KB S exchange; half or 3/4 of Q in registers (all of it spills)
     t.prefill.push_back(Entry<512, 32, 2, 0>());

@@ -10,8 +10,8 @@
 namespace gemma::kernels::attention {
 
 // Appends the candidates compiled for head_dim (256 and 512; none for the
-// others) to t.prefill; none when env GEMMA_PREFILL_WGMMA is "0" (A/B runs
-// against the tile kernel alone).
+// others) to t.prefill; none when PrefillWgmmaEnabled() is false
+// (GEMMA_PREFILL_WGMMA=0: A/B runs against the tile kernel alone).
 void AddHopperPrefill(int head_dim, KernelTable& t);
 
 }  // namespace gemma::kernels::attention

@@ -1,6 +1,8 @@
 // Prefill launcher: picks a tile configuration (autotuned per GPU, head_dim
 // and shape bucket) and launches the tile kernel with one head per block.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <span>
@@ -166,6 +168,19 @@ std::string Tune(const AttentionParams& p, const KernelTable& table, const std::
 }  // namespace
 
 std::string PrefillAttentionBucket(const AttentionParams& params) { return Bucket(params); }
+
+namespace {
+std::atomic<int> prefill_wgmma{-1};  // -1: not configured
+}  // namespace
+
+void ConfigurePrefillWgmma(bool enabled) { prefill_wgmma.store(enabled ? 1 : 0); }
+
+bool PrefillWgmmaEnabled() {
+  const int configured = prefill_wgmma.load();
+  if (configured >= 0) return configured == 1;
+  const char* v = std::getenv("GEMMA_PREFILL_WGMMA");
+  return v == nullptr || std::string(v) != "0";
+}
 
 std::string TimePrefillAttention(const AttentionParams& params, cudaStream_t stream, std::string* best) {
   best->clear();

@@ -19,4 +19,11 @@ namespace gemma::kernels {
 std::string PrefillAttentionBucket(const AttentionParams& params);
 std::string TimePrefillAttention(const AttentionParams& params, cudaStream_t stream, std::string* best);
 
+// Whether the prefill tables hold the Hopper wgmma candidates (the switch
+// GEMMA_PREFILL_WGMMA). The engine's Tuner sets it from its switches before
+// any prefill launch; until set, the variable is read here. A head_dim's
+// table is built once, at its first use: a later change does not reach it.
+void ConfigurePrefillWgmma(bool enabled);
+bool PrefillWgmmaEnabled();
+
 }  // namespace gemma::kernels

@@ -36,7 +36,8 @@ std::string DefaultCachePath() {
 
 std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
-          "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM"};
+          "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
+          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -58,6 +59,8 @@ TuningSwitches TuningSwitches::FromEnv() {
   }
   s.fp8_outer_vec = OnUnlessZero("GEMMA_FP8_OUTER_VEC");
   s.fp8_fast_accum = OnUnlessZero("GEMMA_FP8_FAST_ACCUM");
+  s.prefill_wgmma = OnUnlessZero("GEMMA_PREFILL_WGMMA");
+  s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
   return s;
 }
 

@@ -46,6 +46,13 @@ struct TuningSwitches {
   // GEMMA_FP8_FAST_ACCUM (default 1): 0 makes FP8 GEMMs promote partial sums
   // to fp32 (and the wgmma linear use only its promoting variants).
   bool fp8_fast_accum = true;
+  // GEMMA_INT4_BF16_COPY (default 1): --weights int4 keeps each layer
+  // matrix's dequantized bf16 copy for passes above 16 rows; 0 frees it.
+  bool int4_bf16_copy = true;
+  // GEMMA_PREFILL_WGMMA (default 1): 0 leaves the Hopper wgmma prefill
+  // attention candidates out of the prefill tables (A/B runs against the
+  // tile kernel).
+  bool prefill_wgmma = true;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

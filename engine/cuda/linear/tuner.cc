@@ -21,6 +21,7 @@ namespace gemma::cuda {
 
 Tuner::Tuner(const TuningSwitches& switches) : switches_(switches) {
   kernels::attention::AutotuneCache::Get().Configure(switches.autotune, switches.autotune_cache);
+  kernels::ConfigurePrefillWgmma(switches.prefill_wgmma);
 }
 
 absl::Status Tuner::TuneLinears(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_slots,

@@ -88,7 +88,8 @@ struct TunedMatrix {
 class Tuner {
  public:
   // Points the autotune cache file (shared with the attention kernels) at
-  // switches.autotune / autotune_cache.
+  // switches.autotune / autotune_cache, and the attention kernels' prefill
+  // tables at switches.prefill_wgmma.
   explicit Tuner(const TuningSwitches& switches);
   Tuner(const Tuner&) = delete;
   Tuner& operator=(const Tuner&) = delete;

@@ -42,6 +42,8 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_EQ(s.fp8_wgmma_max_m, kWgmmaFp8MaxM);
   EXPECT_TRUE(s.fp8_outer_vec);
   EXPECT_TRUE(s.fp8_fast_accum);
+  EXPECT_TRUE(s.prefill_wgmma);
+  EXPECT_TRUE(s.int4_bf16_copy);
 }
 
 TEST(TuningSwitches, ParsesEverySwitch) {
@@ -54,6 +56,8 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_FP8_WGMMA_MAX_M", "16", 1);
   setenv("GEMMA_FP8_OUTER_VEC", "0", 1);
   setenv("GEMMA_FP8_FAST_ACCUM", "0", 1);
+  setenv("GEMMA_PREFILL_WGMMA", "0", 1);
+  setenv("GEMMA_INT4_BF16_COPY", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
   EXPECT_EQ(s.autotune_cache, "/tmp/tuning-switches-test.txt");
@@ -63,6 +67,8 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_EQ(s.fp8_wgmma_max_m, 16);
   EXPECT_FALSE(s.fp8_outer_vec);
   EXPECT_FALSE(s.fp8_fast_accum);
+  EXPECT_FALSE(s.prefill_wgmma);
+  EXPECT_FALSE(s.int4_bf16_copy);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
   const TuningSwitches t = TuningSwitches::FromEnv();
