@@ -20,7 +20,7 @@ cmd_serve() {
   "$bundle/bin/gemma-serve" --model "$config_31b" --random-weights \
     --tokenizer "$tokenizer_31b" --backend cuda --port $port --http-port $http_port \
     --max-concurrent-sequences ${SLOTS:-64} --max-context $((in_len + out_len + 64)) --max-tokens-per-step 2048 \
-    --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} --tensor-parallel-size ${TP:-1} \
+    --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} ${TP:+--tensor-parallel-size $TP} \
     --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
   local server=$!
   wait_serving $port 600 0.5 $server
