@@ -64,6 +64,9 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, bool graphs, in
   o.max_slots = 4;
   o.max_context = 512;
   o.max_tokens_per_step = o.max_context;  // whole prompts in one Forward: the sliding pool holds them
+  // A pool for the slots, not sized from free memory: some tests keep two
+  // backends alive at once, and the first would leave the second nothing.
+  o.num_kv_blocks = o.max_slots * ((o.max_context + o.kv_block_size - 1) / o.kv_block_size);
   o.use_cuda_graphs = graphs;
   CudaTuning t;
   t.max_chunk_tokens = chunk;

@@ -137,14 +137,20 @@ std::vector<std::vector<int32_t>> Generate(Backend& b, const std::vector<gpu_tes
   }
   std::vector<std::vector<int32_t>> gen(count);
   ForwardResult next;
-  EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+  const absl::Status prefill = b.Forward(chunks, {}, &next);
+  EXPECT_TRUE(prefill.ok()) << prefill;
+  if (!prefill.ok()) return gen;
   for (int s = 0; s < n; ++s) {
     for (int i = 0; i < count; ++i) {
       gen[i].push_back(next.next_ids[i]);
       chunks[i].start_position += int(chunks[i].token_ids.size());
       chunks[i].token_ids = {&gen[i].back(), 1};
     }
-    if (s + 1 < n) EXPECT_TRUE(b.Forward(chunks, {}, &next).ok());
+    if (s + 1 < n) {
+      const absl::Status step = b.Forward(chunks, {}, &next);
+      EXPECT_TRUE(step.ok()) << step;
+      if (!step.ok()) return gen;
+    }
   }
   return gen;
 }
