@@ -33,7 +33,7 @@ struct Flags {
   bool stats = false;
   bool stop_at_eos = false;
   std::string backend = "auto";
-  gemma::WeightDType weights = gemma::WeightDType::kBF16;
+  std::optional<gemma::WeightDType> weights;  // unset: the checkpoint's (bf16, or int4 for W4A16)
   std::optional<gemma::WeightDType> lm_head;
   gemma::KvCacheDType kv_cache_dtype = gemma::KvCacheDType::kBF16;
   int max_context = 4096;

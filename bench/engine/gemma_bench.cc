@@ -37,7 +37,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 struct Flags {
   std::string model_dir, config_dir, json_path;
-  WeightDType weights = WeightDType::kBF16;
+  std::optional<WeightDType> weights;  // unset: the checkpoint's (bf16, or int4 for W4A16)
   std::optional<WeightDType> lm_head;
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;
   bool random_weights = false, no_autotune = false, no_graphs = false;
@@ -172,12 +172,13 @@ int RunBatches(const Flags& f) {
     return 1;
   }
   nlohmann::json j;
-  j["weights"] = std::string(WeightDTypeName(f.weights));
+  j["weights"] = std::string(WeightDTypeName(f.weights.value_or(WeightDType::kBF16)));
   for (const BatchDecodeRow& r : *rows)
     j["batches"].push_back({{"batch", r.batch}, {"context", r.context}, {"step_ms", r.step_ms}, {"tok_s", r.tok_s}});
   if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
   std::printf("\ngemma-bench --batches (%s weights, paged KV, graphs %s)\n%8s %8s %10s %10s\n",
-              std::string(WeightDTypeName(f.weights)).c_str(), f.no_graphs ? "off" : "on", "batch", "context",
+              std::string(WeightDTypeName(f.weights.value_or(WeightDType::kBF16))).c_str(), f.no_graphs ? "off" : "on",
+              "batch", "context",
               "ms/step", "tok/s");
   for (const BatchDecodeRow& r : *rows)
     std::printf("%8d %8d %10.2f %10.0f\n", r.batch, r.context, r.step_ms, r.tok_s);
@@ -233,7 +234,7 @@ int Run(const Flags& f) {
   j["gpu"] = prop.name;
   j["model"] = o.model_dir;
   j["random_weights"] = f.random_weights;
-  j["weights"] = std::string(WeightDTypeName(f.weights));
+  j["weights"] = std::string(WeightDTypeName(f.weights.value_or(WeightDType::kBF16)));
   j["graphs"] = !f.no_graphs;
   j["autotune"] = !f.no_autotune;
   j["kv_cache"] = "paged";
@@ -253,7 +254,7 @@ int Run(const Flags& f) {
   std::printf("\ngemma-bench on %s (%s, graphs %s, paged KV, autotune %s, chunk %d)\n", prop.name,
               f.random_weights ? "random weights" : "checkpoint", f.no_graphs ? "off" : "on",
               f.no_autotune ? "off" : "on", b.chunk_tokens());
-  const std::string dtype(WeightDTypeName(f.weights));
+  const std::string dtype(WeightDTypeName(f.weights.value_or(WeightDType::kBF16)));
   std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
               b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
   for (const auto& g : gemv)

@@ -18,7 +18,9 @@ namespace gemma {
 // read from a pre-quantized one); embedding and norms stay bf16/fp32, the LM
 // head follows BackendOptions::lm_head.
 // INT4 is W4A16: GGML Q4_0 (blocks of 32 input columns, one fp16 scale),
-// quantized at load time, with bf16 activations (engine/cuda/int4_weights.cc).
+// quantized at load time, or a compressed-tensors pack-quantized W4A16
+// checkpoint's codes and scales as they are, with bf16 activations
+// (engine/cuda/int4_weights.cc).
 enum class WeightDType { kBF16, kFP8, kINT4 };
 
 // Parses a --weights value ("bf16", "fp8" or "int4"); the error names `flag`
@@ -32,6 +34,22 @@ inline absl::StatusOr<WeightDType> ParseWeightDType(std::string_view flag, std::
 }
 inline std::string_view WeightDTypeName(WeightDType d) {
   return d == WeightDType::kFP8 ? "fp8" : d == WeightDType::kINT4 ? "int4" : "bf16";
+}
+
+// The linear layers' dtype a backend runs: `flag` (--weights) when given,
+// else what the checkpoint is: int4 for a compressed-tensors W4A16 checkpoint
+// (`int4_checkpoint`: config.json's quantization_config), bf16 otherwise. A
+// W4A16 checkpoint runs as int4 only (its codes are not re-quantized or
+// widened), so another --weights is an error that names both.
+inline absl::StatusOr<WeightDType> ResolveWeightDType(std::optional<WeightDType> flag, bool int4_checkpoint) {
+  if (!int4_checkpoint) return flag.value_or(WeightDType::kBF16);
+  if (flag.has_value() && *flag != WeightDType::kINT4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--weights ", std::string(WeightDTypeName(*flag)),
+        ": the checkpoint is compressed-tensors pack-quantized W4A16 (config.json quantization_config), "
+        "which runs as int4 only: leave --weights out or pass --weights int4"));
+  }
+  return WeightDType::kINT4;
 }
 
 // How the CUDA backend stores the KV cache: bf16, or FP8 E4M3 with unit
@@ -54,10 +72,15 @@ struct BackendOptions {
   std::string backend = "auto";   // cpu | cuda | auto (cuda when a GPU is present)
   std::string model_dir;          // config.json + safetensors (+ tokenizer.model)
   bool random_weights = false;    // cuda only: real shapes, deterministic random weights
-  WeightDType weights = WeightDType::kBF16;  // cuda only: fp8 or int4 linear layers
+  // The linear layers (ResolveWeightDType): unset = bf16, or int4 for a
+  // compressed-tensors W4A16 checkpoint (either backend); fp8, and int4 from
+  // a float checkpoint, are cuda only.
+  std::optional<WeightDType> weights;
   // cuda only: the LM head's dtype (an E4M3 or Q4_0 copy of the tied
   // embedding, which itself stays bf16); unset = the same as `weights`, fp8
-  // under int4 weights. fp8 needs fp8 or int4 weights, int4 needs int4.
+  // under int4 weights, bf16 for a W4A16 checkpoint whose quantization_config
+  // ignores lm_head (as the format says). fp8 needs fp8 or int4 weights, int4
+  // needs int4.
   std::optional<WeightDType> lm_head;
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;  // cuda only: fp8 halves the KV bytes
   int max_slots = 8;              // sequences that can be in flight together

@@ -24,19 +24,19 @@ ModelParams ConvertWeights(const LoadedModel& model) {
   p.layers.reserve(w.layers.size());
   for (const LayerWeights& lw : w.layers) {
     LayerParams l;
-    l.wq = ToFloatVector(lw.q_proj);
-    l.wk = ToFloatVector(lw.k_proj);
-    if (lw.v_proj.info) l.wv = ToFloatVector(lw.v_proj);
-    l.wo = ToFloatVector(lw.o_proj);
+    l.wq = LinearToFloat(lw.q_proj, lw.q_proj_int4);
+    l.wk = LinearToFloat(lw.k_proj, lw.k_proj_int4);
+    if (lw.v_proj.info || lw.v_proj_int4.present()) l.wv = LinearToFloat(lw.v_proj, lw.v_proj_int4);
+    l.wo = LinearToFloat(lw.o_proj, lw.o_proj_int4);
     l.q_norm = ToFloatVector(lw.q_norm);
     l.k_norm = ToFloatVector(lw.k_norm);
     l.input_norm = ToFloatVector(lw.input_layernorm);
     l.post_attention_norm = ToFloatVector(lw.post_attention_layernorm);
     l.pre_feedforward_norm = ToFloatVector(lw.pre_feedforward_layernorm);
     l.post_feedforward_norm = ToFloatVector(lw.post_feedforward_layernorm);
-    l.w_gate = ToFloatVector(lw.gate_proj);
-    l.w_up = ToFloatVector(lw.up_proj);
-    l.w_down = ToFloatVector(lw.down_proj);
+    l.w_gate = LinearToFloat(lw.gate_proj, lw.gate_proj_int4);
+    l.w_up = LinearToFloat(lw.up_proj, lw.up_proj_int4);
+    l.w_down = LinearToFloat(lw.down_proj, lw.down_proj_int4);
     l.layer_scalar = ToFloatVector(lw.layer_scalar)[0];
     p.layers.push_back(std::move(l));
   }

@@ -45,8 +45,13 @@ struct CudaBackend::Impl {
     }
   }
   absl::Status Init(const BackendOptions& o, const CudaTuning& t);
+  // The weights on the device; int4: the layers quantized, or a W4A16
+  // checkpoint's uploaded as they are (while the checkpoint is open).
   absl::Status LoadWeights();
-  // The LM head's dtype (int4 weights keep an fp8 one by default), checked.
+  // options.weights from the flag and the checkpoint's config
+  // (ResolveWeightDType: a W4A16 checkpoint is int4).
+  absl::Status ResolveWeights();
+  // The LM head's dtype under the resolved weights, checked.
   absl::StatusOr<WeightDType> LmHeadDType() const;
   absl::Status CreateLinear(WeightDType lm_head);
   absl::Status CreateForward();
@@ -116,41 +121,49 @@ std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const c
 }  // namespace
 
 absl::Status CudaBackend::Impl::LoadWeights() {
+  const WeightDType dtype = *options.weights;
+  std::unique_ptr<LoadedModel> model;  // open until the int4 layers are uploaded
+  const ModelWeights* checkpoint = nullptr;
+  absl::StatusOr<std::unique_ptr<cuda::DeviceWeights>> w;
   if (tuning.model != nullptr) {  // a tensor-parallel rank's shard
     config = tuning.model->config;
-    GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
-    auto w = options.random_weights
-                 ? cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights)
-                 : cuda::DeviceWeights::Upload(config, tuning.model->weights, stream, options.weights);
-    if (!w.ok()) return w.status();
-    weights = std::move(*w);
-    return absl::OkStatus();
+    if (!options.random_weights) checkpoint = &tuning.model->weights;
+  } else if (!options.random_weights) {  // else config: Init parsed it
+    auto loaded = LoadModel(options.model_dir);
+    if (!loaded.ok()) return loaded.status();
+    model = std::move(*loaded);
+    config = model->config;
+    checkpoint = &model->weights;
   }
-  if (options.random_weights) {
-    auto parsed = LoadModelConfig(options.model_dir);
-    if (!parsed.ok()) return parsed.status();
-    config = *parsed;
-    GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
-    auto w = cuda::DeviceWeights::Random(config, tuning.random_seed, stream, options.weights);
-    if (!w.ok()) return w.status();
-    weights = std::move(*w);
-    return absl::OkStatus();
-  }
-  auto model = LoadModel(options.model_dir);
-  if (!model.ok()) return model.status();
-  config = (*model)->config;
   GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
-  auto w = cuda::DeviceWeights::Upload(config, (*model)->weights, stream, options.weights);
+  w = checkpoint ? cuda::DeviceWeights::Upload(config, *checkpoint, stream, dtype)
+                 : cuda::DeviceWeights::Random(config, tuning.random_seed, stream, dtype);
   if (!w.ok()) return w.status();
   weights = std::move(*w);
+  if (dtype == WeightDType::kINT4) {
+    GEMMA_STATUS_RETURN_IF_ERROR(
+        weights->QuantizeLinearsInt4(config, checkpoint, tuner->switches().int4_bf16_copy, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Impl::ResolveWeights() {
+  auto dtype = ResolveWeightDType(options.weights, config.int4_checkpoint.has_value());
+  if (!dtype.ok()) return dtype.status();
+  options.weights = *dtype;
   return absl::OkStatus();
 }
 
 absl::StatusOr<WeightDType> CudaBackend::Impl::LmHeadDType() const {
   // int4 weights keep an fp8 LM head by default (vLLM leaves it unquantized;
-  // fp8 halves the largest matrix a decode step reads).
-  const WeightDType lm_head =
-      options.lm_head.value_or(options.weights == WeightDType::kINT4 ? WeightDType::kFP8 : options.weights);
+  // fp8 halves the largest matrix a decode step reads), except a W4A16
+  // checkpoint's: its quantization_config decides (an ignored lm_head stays
+  // bf16, as the format says; otherwise Q4_0 of the tied embedding).
+  WeightDType fallback = *options.weights == WeightDType::kINT4 ? WeightDType::kFP8 : *options.weights;
+  if (config.int4_checkpoint.has_value()) {
+    fallback = quant::IsIgnored(*config.int4_checkpoint, "lm_head") ? WeightDType::kBF16 : WeightDType::kINT4;
+  }
+  const WeightDType lm_head = options.lm_head.value_or(fallback);
   if (lm_head == WeightDType::kFP8 && options.weights == WeightDType::kBF16)
     return absl::InvalidArgumentError("cuda: --lm-head fp8 needs --weights fp8 or int4 (got --weights bf16)");
   if (lm_head == WeightDType::kINT4 && options.weights != WeightDType::kINT4)
@@ -209,14 +222,22 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   options = o;
   tuning = t;
   GEMMA_STATUS_RETURN_IF_ERROR(CheckOptions(o, t));
+  // The config decides the weights' dtype (a W4A16 checkpoint is int4), so
+  // flag conflicts fail before any weight is read.
+  if (t.model != nullptr) {
+    config = t.model->config;
+  } else {
+    auto parsed = LoadModelConfig(options.model_dir);
+    if (!parsed.ok()) return parsed.status();
+    config = *parsed;
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(ResolveWeights());
   auto lm_head = LmHeadDType();
   if (!lm_head.ok()) return lm_head.status();
   GEMMA_CUDA_RETURN_IF_ERROR(cudaSetDevice(t.device));
   tuner = std::make_unique<cuda::Tuner>(cuda::TuningSwitches::FromEnv());
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GEMMA_STATUS_RETURN_IF_ERROR(LoadWeights());
-  if (o.weights == WeightDType::kINT4)
-    GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, tuner->switches().int4_bf16_copy, stream));
   if (*lm_head == WeightDType::kFP8) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHead(stream));
   if (*lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);

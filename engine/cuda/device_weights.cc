@@ -255,6 +255,9 @@ absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
         "the checkpoint's linear weights are FP8 (F8_E4M3): run with --weights fp8 (they are not "
         "dequantized to bf16)");
   }
+  if (w && w->has_int4 && dtype_ != WeightDType::kINT4) {
+    return absl::InvalidArgumentError("the checkpoint's linear weights are W4A16 (pack-quantized): they run as int4");
+  }
   vocab_ = c.vocab_size;
   hidden_ = c.hidden_size;
   Planner pl(&pieces_, dtype_ == WeightDType::kFP8);
@@ -343,6 +346,10 @@ absl::Status DeviceWeights::CopyPieces(cudaStream_t stream) {
   Progress progress(total);
   for (const Piece& p : pieces_) {
     const bool f32 = p.arena == Arena::kF32, fp8 = p.arena == Arena::kFp8;
+    if (p.source->info == nullptr) {  // pack-quantized: QuantizeLinearsInt4 uploads its codes
+      progress.Add(p.count * 2);
+      continue;
+    }
     if (fp8 && p.source->info->dtype == DType::kF8E4M3) {
       GEMMA_STATUS_RETURN_IF_ERROR(CopyFp8Piece(p, staging, stream));
       progress.Add(p.count * 2);

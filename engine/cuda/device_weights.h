@@ -69,13 +69,16 @@ class DeviceWeights {
   // halves the largest single matrix a decode step streams (1.4 of 2.8 GB
   // at the 31B shape). The embedding lookup keeps reading bf16.
   absl::Status QuantizeLmHead(cudaStream_t stream);
-  // --weights int4 (int4_weights.cc): every layer matrix, loaded as bf16, gets
-  // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; the
-  // bf16 matrices stay as its dequantized copy (`keep_bf16_copy`: the
-  // switch GEMMA_INT4_BF16_COPY) or are freed (the embedding moves to its own
-  // buffer). QuantizeLmHeadInt4: the same for the LM head (a copy of the
-  // embedding, no bf16 copy).
-  absl::Status QuantizeLinearsInt4(const ModelConfig& config, bool keep_bf16_copy, cudaStream_t stream);
+  // int4 weights (int4_weights.cc): every layer matrix, loaded as bf16, gets
+  // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; a W4A16
+  // `checkpoint`'s pack-quantized matrices (the one Upload read, still open)
+  // go into it as they are, and those its ignore list names stay bf16. The
+  // bf16 matrices stay as the dequantized copy (`keep_bf16_copy`: the switch
+  // GEMMA_INT4_BF16_COPY) or are freed (the embedding moves to its own
+  // buffer; kept when an ignored matrix lives there). QuantizeLmHeadInt4: the
+  // same for the LM head (a copy of the embedding, no bf16 copy).
+  absl::Status QuantizeLinearsInt4(const ModelConfig& config, const ModelWeights* checkpoint, bool keep_bf16_copy,
+                                   cudaStream_t stream);
   absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
   const std::vector<DeviceLayer>& layers() const { return layers_; }

@@ -8,12 +8,21 @@
 // well (cuBLASLt reads them: the same weights at bf16 GEMM speed); 0 frees
 // them (only the embedding stays bf16; such passes then dequantize a matrix
 // per call into the linear's scratch).
+// A W4A16 (compressed-tensors) checkpoint's matrices are not quantized: their
+// codes and scales, read as Q4_0 blocks on the host (ReadInt4Blocks), go into
+// the row layout as they are (quant::PackForDevice) and through the same
+// tiling; the modules its quantization_config ignores stay bf16 (and so does
+// the bf16 arena).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/device_weights.h"
+#include "engine/model/int4_checkpoint.h"
+#include "engine/model/quantization_int4.h"
 #include "kernels/gemv/gemv_w4a16.h"
 #include "kernels/quant/w4_quant.h"
 
@@ -29,18 +38,12 @@ int64_t TiledBytes(int64_t n, int k) {
   return Align(kernels::W4TiledCodeBytes(n, k)) + Align(kernels::W4TiledScaleBytes(n, k));
 }
 
-// Quantizes the bf16 matrix `m` [n, k] into `arena` at `*at` (through the
-// row-layout `scratch`); returns its int4 view. `keep_bf16`: `m` is
+// The row-layout codes and scales of `m` [n, k] in `scratch` (group 32),
+// tiled into `arena` at `*at`; returns the int4 view. `keep_bf16`: `m` is
 // overwritten with the dequantized values and kept as the view's w4_bf16.
-absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
-                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
-  if (m.fp8() || m.int4()) return absl::InternalError("int4: a matrix is not bf16");
-  if (k % kGroup != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--weights int4: a [", n, ", ", k,
-                                                   "] matrix: Q4_0 needs the input dimension a multiple of 32"));
-  }
-  auto* row_scales = reinterpret_cast<__half*>(scratch + RowPackedBytes(n, k));
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeQ4_0({m.bf16(), nullptr, scratch, row_scales, n, k}, stream));
+absl::StatusOr<DeviceMatrix> TileInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
+                                      uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+  const auto* row_scales = reinterpret_cast<const __half*>(scratch + RowPackedBytes(n, k));
   uint8_t* codes = arena + *at;
   auto* scales = reinterpret_cast<__half*>(arena + *at + Align(kernels::W4TiledCodeBytes(n, k)));
   *at += TiledBytes(n, k);
@@ -54,43 +57,116 @@ absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int 
   return q;
 }
 
+// Quantizes the bf16 matrix `m` [n, k] into the row-layout `scratch`, then TileInto.
+absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
+                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+  if (m.fp8() || m.int4()) return absl::InternalError("int4: a matrix is not bf16");
+  if (k % kGroup != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--weights int4: a [", n, ", ", k,
+                                                   "] matrix: Q4_0 needs the input dimension a multiple of 32"));
+  }
+  auto* row_scales = reinterpret_cast<__half*>(scratch + RowPackedBytes(n, k));
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeQ4_0({m.bf16(), nullptr, scratch, row_scales, n, k}, stream));
+  return TileInto(m, n, k, arena, at, scratch, keep_bf16, stream);
+}
+
+// A W4A16 checkpoint's matrix `parts` (fused by rows: q|k|v, gate|up; every
+// part pack-quantized, as BindWeights checks): each part's Q4_0 blocks in the
+// row layout into `scratch` at its rows, then TileInto.
+absl::StatusOr<DeviceMatrix> UploadPacked(const DeviceMatrix& m, int64_t n, int k,
+                                          std::span<const PackedInt4Ref* const> parts, uint8_t* arena, int64_t* at,
+                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+  auto* row_scales = reinterpret_cast<__half*>(scratch + RowPackedBytes(n, k));
+  const int64_t row_bytes = kernels::W4PaddedK(k) / 2, row_groups = kernels::W4PaddedK(k) / kGroup;
+  int64_t row = 0;
+  for (const PackedInt4Ref* part : parts) {
+    auto blocks = ReadInt4Blocks(*part);
+    if (!blocks.ok()) return blocks.status();
+    if (blocks->cols != k || blocks->group != kGroup || row + blocks->rows > n) {
+      return absl::InternalError("int4: a pack-quantized part does not fit its fused matrix");
+    }
+    const quant::W4DeviceMatrix d = quant::PackForDevice(*blocks);
+    // In stream order before the tiling; from pageable memory the call
+    // returns once `d` has been staged, so it may go out of scope.
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch + row * row_bytes, d.packed.data(), d.packed.size(),
+                                               cudaMemcpyHostToDevice, stream));
+    GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(row_scales + row * row_groups, d.scales.data(),
+                                               d.scales.size() * 2, cudaMemcpyHostToDevice, stream));
+    row += blocks->rows;
+  }
+  if (row != n) return absl::InternalError("int4: the pack-quantized parts do not fill their fused matrix");
+  return TileInto(m, n, k, arena, at, scratch, keep_bf16, stream);
+}
+
 }  // namespace
 
-absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, bool keep_bf16_copy, cudaStream_t stream) {
+absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const ModelWeights* checkpoint,
+                                                bool keep_bf16_copy, cudaStream_t stream) {
   if (int4_.get() != nullptr) return absl::OkStatus();
   struct Mat {
     DeviceMatrix* m;
     int64_t n;
     int k;
+    std::vector<const PackedInt4Ref*> parts;  // a W4A16 checkpoint's packed sources, else empty
+  };
+  const bool w4a16 = checkpoint != nullptr && c.int4_checkpoint.has_value();
+  // The packed parts of a fused matrix (none for a float checkpoint).
+  auto packed = [](std::initializer_list<const PackedInt4Ref*> refs) {
+    std::vector<const PackedInt4Ref*> out;
+    for (const PackedInt4Ref* r : refs) {
+      if (r->present()) out.push_back(r);
+    }
+    return out;
   };
   std::vector<Mat> mats;
+  int ignored = 0;
+  const LayerWeights none;
   for (int l = 0; l < c.num_layers; ++l) {
     DeviceLayer& d = layers_[l];
     const int q_width = c.num_heads * c.layers[l].head_dim;
-    mats.push_back({&d.qkv, d.qkv_rows, c.hidden_size});
-    mats.push_back({&d.o_proj, c.hidden_size, q_width});
-    mats.push_back({&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size});
-    mats.push_back({&d.down_proj, c.hidden_size, c.intermediate_size});
+    const LayerWeights& lw = checkpoint ? checkpoint->layers[l] : none;
+    Mat layer[] = {
+        {&d.qkv, d.qkv_rows, c.hidden_size, packed({&lw.q_proj_int4, &lw.k_proj_int4, &lw.v_proj_int4})},
+        {&d.o_proj, c.hidden_size, q_width, packed({&lw.o_proj_int4})},
+        {&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size, packed({&lw.gate_proj_int4, &lw.up_proj_int4})},
+        {&d.down_proj, c.hidden_size, c.intermediate_size, packed({&lw.down_proj_int4})}};
+    for (Mat& m : layer) {
+      // A W4A16 checkpoint's float matrices are those its ignore list names: bf16.
+      if (w4a16 && m.parts.empty()) {
+        ++ignored;
+        continue;
+      }
+      mats.push_back(std::move(m));
+    }
   }
-  const bool keep = keep_bf16_copy;
+  // Ignored matrices live in the bf16 arena: it stays.
+  const bool keep = keep_bf16_copy || ignored > 0;
   int64_t total = 0, most = 0;
   for (const Mat& m : mats) {
     total += TiledBytes(m.n, m.k);
     most = std::max(most, RowPackedBytes(m.n, m.k) + RowScaleBytes(m.n, m.k));
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(int4_.Allocate(total));
-  {
+  if (total > 0) GEMMA_STATUS_RETURN_IF_ERROR(int4_.Allocate(total));
+  if (!mats.empty()) {
     DeviceBuffer scratch;
     GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most));
     int64_t at = 0;
     for (const Mat& m : mats) {
-      auto q = QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep, stream);
+      auto q = m.parts.empty()
+                   ? QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep, stream)
+                   : UploadPacked(*m.m, m.n, m.k, m.parts, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep,
+                                  stream);
       if (!q.ok()) return q.status();
       *m.m = *q;
     }
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   dtype_ = WeightDType::kINT4;
+  if (w4a16) {
+    spdlog::info("cuda: {} linear matrices int4 from the W4A16 checkpoint (codes and scales as they are): {:.2f} GB; "
+                 "{} kept bf16 (quantization_config.ignore)",
+                 mats.size(), total / 1e9, ignored);
+  }
   if (keep) {
     spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB, their bf16 copies kept "
                  "for large passes (GEMMA_INT4_BF16_COPY=0 frees {:.2f} GB)",

@@ -62,10 +62,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     return absl::InvalidArgumentError(absl::StrCat("backend must be cpu, cuda or auto, got '", options.backend, "'"));
   if (options.random_weights)
     return absl::InvalidArgumentError("random_weights is supported by the cuda backend only");
-  if (options.weights != WeightDType::kBF16)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--weights ", std::string(WeightDTypeName(options.weights)),
-                     " is supported by the cuda backend only"));
   if (options.lm_head.has_value() && *options.lm_head != WeightDType::kBF16)
     return absl::InvalidArgumentError(
         absl::StrCat("--lm-head ", std::string(WeightDTypeName(*options.lm_head)),
@@ -81,6 +77,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   if (absl::Status s = parallel::CheckTensorParallel(options.tensor_parallel_size, (*model)->config, "cpu", 0);
       !s.ok())
     return s;
+  // A W4A16 checkpoint's codes are exact in fp32: this fp32 backend runs it
+  // dequantized. Quantizing a float checkpoint (--weights fp8 / int4) is the
+  // cuda backend's.
+  const bool int4_checkpoint = (*model)->config.int4_checkpoint.has_value();
+  absl::StatusOr<WeightDType> weights = ResolveWeightDType(options.weights, int4_checkpoint);
+  if (!weights.ok()) return weights.status();
+  if (*weights != WeightDType::kBF16 && !int4_checkpoint)
+    return absl::InvalidArgumentError(absl::StrCat("--weights ", std::string(WeightDTypeName(*weights)),
+                                                   " is supported by the cuda backend only"));
   if ((*model)->weights.has_fp8) {
     return absl::InvalidArgumentError(
         "the checkpoint's linear weights are FP8 (F8_E4M3): only the cuda backend reads them");

@@ -216,6 +216,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::st
   MODEL_RETURN_IF_ERROR(ParseTokenIds(text, root, &config));
   MODEL_RETURN_IF_ERROR(model_internal::ParseLayerSpecs(text, &config));
   config.dtype = DeclaredDtype(text, root);
+  auto int4 = quant::ParseInt4QuantizationConfig(json_text);
+  if (!int4.ok()) return absl::InvalidArgumentError(model_internal::Cat(source, ": ", int4.status().message()));
+  config.int4_checkpoint = *std::move(int4);
   return config;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/quantization_config.h"
 
 namespace gemma {
 
@@ -63,6 +64,9 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;  // generation stops at any of these
   GenerationDefaults generation_defaults;  // from generation_config.json
   std::vector<LayerSpec> layers;
+  // config.json's compressed-tensors pack-quantized W4A16 quantization_config
+  // (engine/model/quantization_config.h); nullopt for float (and FP8) checkpoints.
+  std::optional<quant::Int4CheckpointConfig> int4_checkpoint;
 
   // Prefix of text-decoder tensor names: "model.language_model." or "model.".
   std::string tensor_prefix() const {

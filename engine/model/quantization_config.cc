@@ -53,7 +53,9 @@ absl::StatusOr<std::optional<Int4CheckpointConfig>> ParseInt4QuantizationConfig(
   const json format = q.value("format", json());
   if (format == "float-quantized" || format == "naive-quantized") return std::nullopt;  // FP8 checkpoints
   if (format != "pack-quantized") return Refuse("format", format, "\"pack-quantized\"");
-  if (!IsNullOrAbsent(q, "sparsity_config")) return Refuse("sparsity_config", q["sparsity_config"], "null");
+  if (!IsNullOrAbsent(q, "sparsity_config") && q["sparsity_config"] != json::object()) {
+    return Refuse("sparsity_config", q["sparsity_config"], "null, {}");
+  }
   if (!IsNullOrAbsent(q, "kv_cache_scheme")) return Refuse("kv_cache_scheme", q["kv_cache_scheme"], "null");
   if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
     return Refuse("config_groups", q.value("config_groups", json()), "one group");
@@ -63,6 +65,13 @@ absl::StatusOr<std::optional<Int4CheckpointConfig>> ParseInt4QuantizationConfig(
   for (const auto& [name, group] : q["config_groups"].items()) {
     if (!group.is_object()) return Refuse(absl::StrCat("config_groups.", name), group, "an object");
     const std::string at = absl::StrCat("config_groups.", name, ".");
+    // Every linear layer (less `ignore`): the loader expects each one packed.
+    if (group.value("targets", json()) != json::array({"Linear"})) {
+      return Refuse(at + "targets", group.value("targets", json()), "[\"Linear\"]");
+    }
+    if (!IsNullOrAbsent(group, "format") && group["format"] != "pack-quantized") {
+      return Refuse(at + "format", group["format"], "\"pack-quantized\"");
+    }
     if (!IsNullOrAbsent(group, "input_activations")) {
       return Refuse(at + "input_activations", group["input_activations"], "null (W4A16)");
     }
@@ -81,7 +90,15 @@ absl::StatusOr<std::optional<Int4CheckpointConfig>> ParseInt4QuantizationConfig(
     if (!q["ignore"].is_array()) return Refuse("ignore", q["ignore"], "a list of names");
     for (const json& e : q["ignore"]) {
       if (!e.is_string()) return Refuse("ignore", e, "names");
-      out.ignore.push_back(e.get<std::string>());
+      const std::string name = e.get<std::string>();
+      if (name.rfind("re:", 0) == 0) {
+        try {
+          std::regex check(name.substr(3));
+        } catch (const std::regex_error&) {
+          return Refuse("ignore", e, "names and \"re:\" + a valid regular expression");
+        }
+      }
+      out.ignore.push_back(name);
     }
   }
   return out;

@@ -2,8 +2,9 @@
 // `pack-quantized` W4A16 (llm-compressor's preset vLLM serves). Only the
 // variant the W4A16 kernels compute is accepted: integer weights, 4 bits,
 // symmetric, strategy "group" with group_size 32 or 128, static, no
-// activation or output quantization, no activation ordering. Anything else in
-// that format is refused with the field and its value named.
+// activation or output quantization, no activation ordering, targets
+// ["Linear"], no sparsity. Anything else in that format is refused with the
+// field and its value named.
 #pragma once
 
 #include <optional>

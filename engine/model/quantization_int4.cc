@@ -124,8 +124,20 @@ std::vector<float> SnapToQ4_0GridBf16(std::span<const float> w, int64_t rows, in
   return out;
 }
 
+absl::Status CheckFp16Scales(std::span<const float> scales, int64_t groups_per_row) {
+  for (size_t i = 0; i < scales.size(); ++i) {
+    if (std::isfinite(scales[i]) && HalfToFloat(FloatToHalf(scales[i])) == scales[i]) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight_scale[", i / groups_per_row, ", ", i % groups_per_row, "] = ", scales[i],
+        std::isfinite(scales[i]) ? " is not an fp16 value (the int4 kernels keep the checkpoint's scales "
+                                   "exactly, in fp16)"
+                                 : " is not finite"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, std::span<const float> scales,
-                                               int64_t rows, int64_t cols, int group, int64_t* inexact_scales) {
+                                               int64_t rows, int64_t cols, int group) {
   if (group != 32 && group != 128) {
     return absl::InvalidArgumentError(absl::StrCat("pack-quantized: group_size ", group, " (supported: 32, 128)"));
   }
@@ -143,28 +155,38 @@ absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, 
     return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_scale has ", scales.size(),
                                                    " values, expected [", rows, ", ", groups, "]"));
   }
+  if (absl::Status s = CheckFp16Scales(scales, groups); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: ", s.message()));
+  }
   Int4Matrix m;
   m.rows = rows;
   m.cols = cols;
   m.group = group;
   m.codes.resize(static_cast<size_t>(rows * cols));
   m.scales.resize(scales.size());
-  int64_t inexact = 0;
-  for (size_t i = 0; i < scales.size(); ++i) {
-    if (!std::isfinite(scales[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_scale[", i / groups, ", ", i % groups,
-                                                     "] is ", scales[i]));
-    }
-    m.scales[i] = FloatToHalf(scales[i]);
-    if (HalfToFloat(m.scales[i]) != scales[i]) ++inexact;
-  }
-  if (inexact_scales) *inexact_scales = inexact;
+  for (size_t i = 0; i < scales.size(); ++i) m.scales[i] = FloatToHalf(scales[i]);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const uint32_t word = static_cast<uint32_t>(packed[static_cast<size_t>(r * words + c / 8)]);
       m.codes[static_cast<size_t>(r * cols + c)] = static_cast<uint8_t>((word >> (4 * (c % 8))) & 0xF);
     }
   }
+  return m;
+}
+
+Int4Matrix ToQ4_0Blocks(Int4Matrix m) {
+  if (m.group == kQ4BlockSize) return m;
+  const int64_t from = m.groups_per_row();
+  const int per = m.group / kQ4BlockSize;
+  std::vector<uint16_t> scales(static_cast<size_t>(m.rows * ((m.cols + kQ4BlockSize - 1) / kQ4BlockSize)));
+  const int64_t to = static_cast<int64_t>(scales.size()) / m.rows;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t b = 0; b < to; ++b) {
+      scales[static_cast<size_t>(r * to + b)] = m.scales[static_cast<size_t>(r * from + b / per)];
+    }
+  }
+  m.scales = std::move(scales);
+  m.group = kQ4BlockSize;
   return m;
 }
 

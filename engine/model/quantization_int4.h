@@ -66,12 +66,21 @@ std::vector<float> SnapToQ4_0GridBf16(std::span<const float> w, int64_t rows, in
 // compressed-tensors pack-quantized, symmetric int4: `weight_packed` int32
 // [rows, ceil(cols / 8)], element c of a row at bits 4 (c % 8) of word c / 8,
 // stored as q + 8; `weight_scale` [rows, ceil(cols / group)] given here as
-// float (the checkpoint's bf16/fp16/fp32 converted). Scales must be finite
-// and fit fp16 exactly enough: a scale that is not an fp16 value is rounded,
-// and the count of such scales is returned through `inexact_scales`.
+// float (the checkpoint's bf16/fp16/fp32 converted). The codes and scales are
+// kept as they are, so every scale must be an fp16 value (CheckFp16Scales):
+// the int4 kernels read fp16 scales, and a rounded one would change weights.
 absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, std::span<const float> scales,
-                                               int64_t rows, int64_t cols, int group,
-                                               int64_t* inexact_scales = nullptr);
+                                               int64_t rows, int64_t cols, int group);
+
+// OK when every scale is finite and exactly an fp16 value (signs included:
+// the format's dequantization is q * scale, whatever the sign); otherwise the
+// first offender's [row, group] and value. bf16 scales in fp16's normal range
+// (6.1e-5 .. 65504) always are.
+absl::Status CheckFp16Scales(std::span<const float> scales, int64_t groups_per_row);
+
+// The same weights as Q4_0 blocks (group 32): a group of 128 becomes four
+// blocks with its scale. Exact: codes and scales are copied.
+Int4Matrix ToQ4_0Blocks(Int4Matrix m);
 
 // The inverse (used to write fixtures in the published layout).
 std::vector<int32_t> PackQuantizedWords(const Int4Matrix& m);

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/int4_checkpoint.h"
 #include "engine/model/status_macros.h"
 #include "engine/model/str_cat.h"
 
@@ -31,8 +32,8 @@ bool IsFloatDType(DType d) { return d == DType::kBF16 || d == DType::kF16 || d =
 // so leftovers (e.g. a v_proj on a k_eq_v layer) can be reported.
 class Binder {
  public:
-  Binder(const Checkpoint& checkpoint, std::string prefix)
-      : checkpoint_(checkpoint), prefix_(std::move(prefix)) {}
+  Binder(const Checkpoint& checkpoint, std::string prefix, const quant::Int4CheckpointConfig* int4)
+      : checkpoint_(checkpoint), prefix_(std::move(prefix)), int4_(int4) {}
 
   absl::StatusOr<TensorRef> Bind(std::string_view suffix, std::vector<int64_t> shape,
                                  bool allow_fp8 = false) {
@@ -62,9 +63,32 @@ class Binder {
   // F8_E4M3 with `<suffix>_scale` bound into *scale. A static activation
   // scale (`input_scale`) is accepted and ignored: the CUDA backend quantizes
   // activations per token at run time.
+  // In a W4A16 checkpoint the layer is pack-quantized (bound into *packed,
+  // the float TensorRef returned empty) unless quantization_config.ignore
+  // names it.
   absl::StatusOr<TensorRef> BindLinear(std::string_view suffix, std::vector<int64_t> shape,
-                                       TensorRef* scale) {
-    MODEL_ASSIGN_OR_RETURN(TensorRef w, Bind(suffix, shape, /*allow_fp8=*/true));
+                                       TensorRef* scale, PackedInt4Ref* packed) {
+    const std::string module = model_internal::Cat(prefix_, suffix.substr(0, suffix.size() - 7));  // less ".weight"
+    const bool has_packed = checkpoint_.Find(module + ".weight_packed") != nullptr;
+    if (int4_ == nullptr && has_packed) {
+      return absl::InvalidArgumentError(model_internal::Cat(
+          "tensor ", module, ".weight_packed is pack-quantized but config.json has no compressed-tensors "
+          "quantization_config"));
+    }
+    if (int4_ != nullptr && !quant::IsIgnored(*int4_, module)) {
+      std::vector<std::string> names;
+      MODEL_ASSIGN_OR_RETURN(*packed,
+                             BindPackedInt4(checkpoint_, module, shape[0], shape[1], int4_->group_size, &names));
+      bound_.insert(names.begin(), names.end());
+      has_int4_ = true;
+      return TensorRef{};
+    }
+    if (has_packed) {
+      return absl::InvalidArgumentError(model_internal::Cat(
+          "tensor ", module, ".weight_packed: the module is in quantization_config.ignore, so its weight must be "
+          "unquantized (", module, ".weight)"));
+    }
+    MODEL_ASSIGN_OR_RETURN(TensorRef w, Bind(suffix, shape, /*allow_fp8=*/int4_ == nullptr));
     if (w.info->dtype != DType::kF8E4M3) return w;
     const std::string scale_suffix = model_internal::Cat(suffix, "_scale");
     const std::string name = model_internal::Cat(prefix_, scale_suffix);
@@ -95,6 +119,7 @@ class Binder {
     return w;
   }
   bool has_fp8() const { return has_fp8_; }
+  bool has_int4() const { return has_int4_; }
 
   absl::Status CheckNoUnexpected() const {
     for (const auto& [name, ref] : checkpoint_.tensors()) {
@@ -119,9 +144,26 @@ class Binder {
 
   const Checkpoint& checkpoint_;
   std::string prefix_;
+  const quant::Int4CheckpointConfig* int4_;  // nullptr: not a W4A16 checkpoint
   std::set<std::string> bound_;
   bool has_fp8_ = false;
+  bool has_int4_ = false;
 };
+
+// q/k/v (and gate/up) are multiplied as one fused matrix, so they must be all
+// pack-quantized or all float (vLLM requires the same of fused layers).
+absl::Status CheckFusedScheme(const std::string& where,
+                              std::initializer_list<std::pair<const char*, const PackedInt4Ref*>> parts) {
+  const bool first = parts.begin()->second->present();
+  for (const auto& [name, ref] : parts) {
+    if (ref->present() == first) continue;
+    return absl::InvalidArgumentError(model_internal::Cat(
+        where, parts.begin()->first, " is ", first ? "int4" : "unquantized", " but ", where, name, " is ",
+        first ? "unquantized" : "int4", ": they run as one fused matrix, so quantization_config.ignore must name all "
+        "or none of them"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Binder& binder) {
   const LayerSpec& spec = config.layers[index];
@@ -129,12 +171,16 @@ absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Bin
   const int64_t q = int64_t{config.num_heads} * d, kv = int64_t{spec.num_kv_heads} * d;
   const std::string p = model_internal::Cat("layers.", index, ".");
   LayerWeights w;
-  MODEL_ASSIGN_OR_RETURN(w.q_proj, binder.BindLinear(p + "self_attn.q_proj.weight", {q, h}, &w.q_proj_scale));
-  MODEL_ASSIGN_OR_RETURN(w.k_proj, binder.BindLinear(p + "self_attn.k_proj.weight", {kv, h}, &w.k_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.q_proj, binder.BindLinear(p + "self_attn.q_proj.weight", {q, h}, &w.q_proj_scale,
+                                                     &w.q_proj_int4));
+  MODEL_ASSIGN_OR_RETURN(w.k_proj, binder.BindLinear(p + "self_attn.k_proj.weight", {kv, h}, &w.k_proj_scale,
+                                                     &w.k_proj_int4));
   if (!spec.k_eq_v) {
-    MODEL_ASSIGN_OR_RETURN(w.v_proj, binder.BindLinear(p + "self_attn.v_proj.weight", {kv, h}, &w.v_proj_scale));
+    MODEL_ASSIGN_OR_RETURN(w.v_proj, binder.BindLinear(p + "self_attn.v_proj.weight", {kv, h}, &w.v_proj_scale,
+                                                     &w.v_proj_int4));
   }
-  MODEL_ASSIGN_OR_RETURN(w.o_proj, binder.BindLinear(p + "self_attn.o_proj.weight", {h, q}, &w.o_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.o_proj, binder.BindLinear(p + "self_attn.o_proj.weight", {h, q}, &w.o_proj_scale,
+                                                     &w.o_proj_int4));
   MODEL_ASSIGN_OR_RETURN(w.q_norm, binder.Bind(p + "self_attn.q_norm.weight", {d}));
   MODEL_ASSIGN_OR_RETURN(w.k_norm, binder.Bind(p + "self_attn.k_norm.weight", {d}));
   MODEL_ASSIGN_OR_RETURN(w.input_layernorm, binder.Bind(p + "input_layernorm.weight", {h}));
@@ -144,10 +190,23 @@ absl::StatusOr<LayerWeights> BindLayer(const ModelConfig& config, int index, Bin
                          binder.Bind(p + "pre_feedforward_layernorm.weight", {h}));
   MODEL_ASSIGN_OR_RETURN(w.post_feedforward_layernorm,
                          binder.Bind(p + "post_feedforward_layernorm.weight", {h}));
-  MODEL_ASSIGN_OR_RETURN(w.gate_proj, binder.BindLinear(p + "mlp.gate_proj.weight", {i, h}, &w.gate_proj_scale));
-  MODEL_ASSIGN_OR_RETURN(w.up_proj, binder.BindLinear(p + "mlp.up_proj.weight", {i, h}, &w.up_proj_scale));
-  MODEL_ASSIGN_OR_RETURN(w.down_proj, binder.BindLinear(p + "mlp.down_proj.weight", {h, i}, &w.down_proj_scale));
+  MODEL_ASSIGN_OR_RETURN(w.gate_proj, binder.BindLinear(p + "mlp.gate_proj.weight", {i, h}, &w.gate_proj_scale,
+                                                     &w.gate_proj_int4));
+  MODEL_ASSIGN_OR_RETURN(w.up_proj, binder.BindLinear(p + "mlp.up_proj.weight", {i, h}, &w.up_proj_scale,
+                                                     &w.up_proj_int4));
+  MODEL_ASSIGN_OR_RETURN(w.down_proj, binder.BindLinear(p + "mlp.down_proj.weight", {h, i}, &w.down_proj_scale,
+                                                     &w.down_proj_int4));
   MODEL_ASSIGN_OR_RETURN(w.layer_scalar, binder.Bind(p + "layer_scalar", {1}));
+  const std::string at = model_internal::Cat(config.tensor_prefix(), p);
+  if (spec.k_eq_v) {
+    MODEL_RETURN_IF_ERROR(
+        CheckFusedScheme(at, {{"self_attn.q_proj", &w.q_proj_int4}, {"self_attn.k_proj", &w.k_proj_int4}}));
+  } else {
+    MODEL_RETURN_IF_ERROR(CheckFusedScheme(at, {{"self_attn.q_proj", &w.q_proj_int4},
+                                                {"self_attn.k_proj", &w.k_proj_int4},
+                                                {"self_attn.v_proj", &w.v_proj_int4}}));
+  }
+  MODEL_RETURN_IF_ERROR(CheckFusedScheme(at, {{"mlp.gate_proj", &w.gate_proj_int4}, {"mlp.up_proj", &w.up_proj_int4}}));
   return w;
 }
 
@@ -160,7 +219,8 @@ uint16_t LoadU16(const std::byte* p) {
 }  // namespace
 
 absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkpoint& checkpoint) {
-  Binder binder(checkpoint, config.tensor_prefix());
+  Binder binder(checkpoint, config.tensor_prefix(),
+                config.int4_checkpoint.has_value() ? &*config.int4_checkpoint : nullptr);
   ModelWeights weights;
   const int64_t h = config.hidden_size;
   MODEL_ASSIGN_OR_RETURN(weights.embed_tokens,
@@ -172,6 +232,7 @@ absl::StatusOr<ModelWeights> BindWeights(const ModelConfig& config, const Checkp
   }
   MODEL_RETURN_IF_ERROR(binder.CheckNoUnexpected());
   weights.has_fp8 = binder.has_fp8();
+  weights.has_int4 = binder.has_int4();
   return weights;
 }
 

@@ -136,7 +136,10 @@ ParsedFlags ParseServeFlags(int argc, char** argv) {
     std::cerr << "--lm-head fp8 needs --weights fp8 or int4 (got --weights bf16)\n";
     return {std::nullopt, 2};
   }
-  if (flags.server.backend.lm_head == WeightDType::kINT4 && flags.server.backend.weights != WeightDType::kINT4) {
+  // Without --weights the backend decides from the checkpoint (a W4A16 one
+  // runs as int4) and checks --lm-head then.
+  if (flags.server.backend.lm_head == WeightDType::kINT4 && flags.server.backend.weights.has_value() &&
+      *flags.server.backend.weights != WeightDType::kINT4) {
     std::cerr << "--lm-head int4 needs --weights int4\n";
     return {std::nullopt, 2};
   }

@@ -9,7 +9,14 @@
 //      snapped to a Q4_0 grid of bf16 values, written to a temp dir at run
 //      time): --weights int4 (codes recovered exactly at load) against
 //      --weights bf16 of the same values: the same weights, so only the kernels'
-//      summation order differs (prefill: the dequantized GEMM is the bf16 one).
+//      summation order differs (prefill: the dequantized GEMM is the bf16 one);
+//   3. the compressed-tensors W4A16 fixtures (tests/data, written by
+//      make_fortunes_int4.py), served without --weights: group 32 holds the
+//      on-grid fixture's Q4_0 blocks (tests/data/gemma4-fortunes-q4_0), so it
+//      equals that fixture under --weights int4 (the same device codes and
+//      scales) and its bf16 run within bf16 noise; groups 32 and 128 against
+//      the golden within the int4 bounds of 1.; a module the checkpoint's
+//      ignore list names runs bf16 next to the int4 ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,8 +43,8 @@ std::string FortunesDir() {
   return std::string(v && *v ? v : GEMMA_MODELS_DIR) + "/gemma4-fortunes";
 }
 
-std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dtype,
-                                         std::optional<WeightDType> lm_head = std::nullopt) {
+std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, std::optional<WeightDType> dtype,
+                                         std::optional<WeightDType> lm_head = std::nullopt, bool autotune = true) {
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = dir;
@@ -47,7 +54,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, WeightDType dty
   o.lm_head = lm_head;
   CudaTuning t;
   t.exact_embed_scale = true;
-  t.autotune_gemv = true;
+  t.autotune_gemv = autotune;
   auto b = CreateCudaBackendWithTuning(o, t);
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
@@ -95,12 +102,12 @@ Logits RunFortunes(CudaBackend* b) {
 
 class Int4FortunesQuality : public testing::TestWithParam<WeightDType> {};
 
-TEST_P(Int4FortunesQuality, AgainstGolden) {
-  GEMMA_REQUIRE_GPU();
-  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4, GetParam());
-  ASSERT_NE(b, nullptr);
+// Runs `b` on the golden prompts and holds it to the float64 golden with the
+// int4 bounds: they only catch a broken path (wrong codes, scales or
+// fragments give random argmaxes).
+void ExpectInt4Quality(CudaBackend* b, const std::string& what) {
   const int vocab = b->config().vocab_size;
-  const Logits got = RunFortunes(b.get());
+  const Logits got = RunFortunes(b);
   const auto golden = gpu_test::LoadGolden(FortunesDir());
   ASSERT_EQ(got.prefill.size(), golden.size());
   Agreement prefill, steps;
@@ -113,17 +120,23 @@ TEST_P(Int4FortunesQuality, AgainstGolden) {
       steps.Add(got.steps[i].data() + s * vocab, g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
     }
   }
-  const std::string head = std::string(" (") + std::string(WeightDTypeName(GetParam())) + " LM head)";
-  prefill.Print("int4-quality", "fortunes prefill vs float64" + head);
-  steps.Print("int4-quality", "fortunes decode vs float64" + head);
+  prefill.Print("int4-quality", what + " prefill vs float64");
+  steps.Print("int4-quality", what + " decode vs float64");
+  for (const Agreement* a : {&prefill, &steps}) {
+    EXPECT_LT(a->mean(), 0.25) << what;
+    EXPECT_LT(a->worst, 0.9) << what;
+    EXPECT_GE(a->agree, 0.8 * a->confident) << what;
+  }
+}
+
+TEST_P(Int4FortunesQuality, AgainstGolden) {
+  GEMMA_REQUIRE_GPU();
+  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4, GetParam());
+  ASSERT_NE(b, nullptr);
   // Measured on the H200 (2026-12-01, one run, each LM head): row error mean
   // 0.155-0.176, worst 0.356-0.374 (prefill) and 0.634-0.674 (decode), top-1
   // agreement 22/25 (prefill) and 52/55 (decode) confident rows.
-  for (const Agreement* a : {&prefill, &steps}) {
-    EXPECT_LT(a->mean(), 0.25);
-    EXPECT_LT(a->worst, 0.9);
-    EXPECT_GE(a->agree, 0.8 * a->confident);
-  }
+  ExpectInt4Quality(b.get(), "fortunes (" + std::string(WeightDTypeName(GetParam())) + " LM head)");
 }
 
 INSTANTIATE_TEST_SUITE_P(LmHead, Int4FortunesQuality,
@@ -131,6 +144,35 @@ INSTANTIATE_TEST_SUITE_P(LmHead, Int4FortunesQuality,
                          [](const testing::TestParamInfo<WeightDType>& i) {
                            return std::string(WeightDTypeName(i.param));
                          });
+
+std::string Int4Fixture(const std::string& name) { return std::string(GEMMA_TEST_DATA) + "/gemma4-fortunes-" + name; }
+
+// Row-by-row agreement of two runs of the golden prompts.
+std::pair<Agreement, Agreement> Compare(const Logits& got, const Logits& ref, int vocab) {
+  Agreement prefill, steps;
+  EXPECT_EQ(got.prefill.size(), ref.prefill.size());
+  for (size_t i = 0; i < std::min(got.prefill.size(), ref.prefill.size()); ++i) {
+    for (size_t r = 0; r < ref.prefill[i].size() / vocab; ++r) {
+      prefill.Add(got.prefill[i].data() + r * vocab, ref.prefill[i].data() + r * vocab, vocab, 1.0);
+    }
+    for (size_t s = 0; s < ref.steps[i].size() / vocab; ++s) {
+      steps.Add(got.steps[i].data() + s * vocab, ref.steps[i].data() + s * vocab, vocab, 1.0);
+    }
+  }
+  return {prefill, steps};
+}
+
+// Runs `b` and holds it to `ref`, a run of the same weights: every row within
+// `worst` (relative), every confident row's argmax equal.
+void ExpectSameWeights(CudaBackend* b, const Logits& ref, int vocab, const std::string& what, double worst) {
+  const auto [prefill, steps] = Compare(RunFortunes(b), ref, vocab);
+  prefill.Print("int4-quality", what + ", prefill");
+  steps.Print("int4-quality", what + ", decode");
+  for (const Agreement* a : {&prefill, &steps}) {
+    EXPECT_LT(a->worst, worst);
+    EXPECT_EQ(a->agree, a->confident);
+  }
+}
 
 // The fortunes model with every 2-D bf16 tensor (the layers' matrices and the
 // embedding) snapped to a Q4_0 grid of bf16 values, in a temp dir.
@@ -158,7 +200,7 @@ TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {
   GEMMA_REQUIRE_GPU();
   test::TempDir dir;
   ASSERT_NO_FATAL_FAILURE(WriteOnGridFortunes(dir.path()));
-  Logits ref, got;
+  Logits ref;
   int vocab = 0;
   {
     auto b = MakeBackend(dir.path(), WeightDType::kBF16);
@@ -169,30 +211,91 @@ TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {
   for (WeightDType head : {WeightDType::kBF16, WeightDType::kINT4}) {
     auto b = MakeBackend(dir.path(), WeightDType::kINT4, head);
     ASSERT_NE(b, nullptr);
-    got = RunFortunes(b.get());
-    ASSERT_EQ(got.prefill.size(), ref.prefill.size());
-    Agreement prefill, steps;
-    for (size_t i = 0; i < ref.prefill.size(); ++i) {
-      for (size_t r = 0; r < ref.prefill[i].size() / vocab; ++r) {
-        prefill.Add(got.prefill[i].data() + r * vocab, ref.prefill[i].data() + r * vocab, vocab, 1.0);
-      }
-      for (size_t s = 0; s < ref.steps[i].size() / vocab; ++s) {
-        steps.Add(got.steps[i].data() + s * vocab, ref.steps[i].data() + s * vocab, vocab, 1.0);
-      }
-    }
-    const std::string what = std::string("on-grid fortunes, int4 vs bf16 (") + std::string(WeightDTypeName(head)) +
-                             " LM head)";
-    prefill.Print("int4-quality", what + " prefill");
-    steps.Print("int4-quality", what + " decode");
     // bf16 noise: activations are rounded to bf16 between kernels, so a
     // different summation order moves a row by a few bf16 ulps (2^-8).
     // Measured (H200, 2026-12-01): prefill worst 0.0095, decode worst
     // 0.014 (bf16 head) / 0.019 (int4 head), every confident row agreeing.
-    for (const Agreement* a : {&prefill, &steps}) {
-      EXPECT_LT(a->worst, 0.03);
-      EXPECT_EQ(a->agree, a->confident);
+    ExpectSameWeights(b.get(), ref, vocab,
+                      "on-grid fortunes, int4 vs bf16 (" + std::string(WeightDTypeName(head)) + " LM head)", 0.03);
+  }
+}
+
+TEST(Int4W4A16Checkpoint, Group32EqualsTheOnGridFixtureUnderInt4) {
+  GEMMA_REQUIRE_GPU();
+  // Default GEMV tilings on both sides: the same codes and scales on the
+  // device then give the same logits.
+  auto grid = MakeBackend(Int4Fixture("q4_0"), WeightDType::kINT4, WeightDType::kBF16, /*autotune=*/false);
+  ASSERT_NE(grid, nullptr);
+  const int vocab = grid->config().vocab_size;
+  const Logits ref = RunFortunes(grid.get());
+  grid.reset();
+  auto ct = MakeBackend(Int4Fixture("w4a16-g32"), std::nullopt, std::nullopt, /*autotune=*/false);
+  ASSERT_NE(ct, nullptr);
+  ExpectSameWeights(ct.get(), ref, vocab, "W4A16 g32 vs on-grid --weights int4 (bf16 LM heads)", 1e-6);
+}
+
+// `dir` served without --weights against the on-grid fixture's bf16 run:
+// the same weights, so a few bf16 ulps per row (as
+// Int4OnGrid.EqualsBf16OfTheSameWeights).
+void ExpectOnGridBf16WithinNoise(const std::string& dir, const std::string& what) {
+  auto grid = MakeBackend(Int4Fixture("q4_0"), WeightDType::kBF16);
+  ASSERT_NE(grid, nullptr);
+  const int vocab = grid->config().vocab_size;
+  const Logits ref = RunFortunes(grid.get());
+  grid.reset();
+  auto b = MakeBackend(dir, std::nullopt);
+  ASSERT_NE(b, nullptr);
+  ExpectSameWeights(b.get(), ref, vocab, what + " vs on-grid bf16", 0.03);
+}
+
+TEST(Int4W4A16Checkpoint, Group32IsTheOnGridBf16RunWithinBf16Noise) {
+  GEMMA_REQUIRE_GPU();
+  ExpectOnGridBf16WithinNoise(Int4Fixture("w4a16-g32"), "W4A16 g32 (int4, bf16 LM head: lm_head is ignored)");
+}
+
+TEST(Int4W4A16Checkpoint, BothGroupSizesAgainstGolden) {
+  GEMMA_REQUIRE_GPU();
+  // The CPU backend measures group 128 (fp32 compute) at row error mean 0.21,
+  // worst 0.69, top-1 agreement 71/80 (tests/parity/cpu_int4_test.cc).
+  for (const char* name : {"w4a16-g32", "w4a16-g128"}) {
+    auto b = MakeBackend(Int4Fixture(name), std::nullopt);
+    ASSERT_NE(b, nullptr) << name;
+    ExpectInt4Quality(b.get(), std::string(name) + " (bf16 LM head)");
+  }
+}
+
+// Layer 0's MLP in the ignore list, stored as the on-grid bf16 values: it
+// runs bf16 next to int4 matrices, and the whole is the on-grid model.
+TEST(Int4W4A16Checkpoint, IgnoredModulesRunBf16) {
+  GEMMA_REQUIRE_GPU();
+  test::TempDir dir;
+  std::vector<test::Blob> blobs = test::ReadBlobs(Int4Fixture("w4a16-g32") + "/model.safetensors");
+  const std::vector<test::Blob> grid_blobs = test::ReadBlobs(Int4Fixture("q4_0") + "/model.safetensors");
+  for (const char* m : {"gate_proj", "up_proj", "down_proj"}) {
+    const std::string module = std::string("model.layers.0.mlp.") + m;
+    for (const char* s : {".weight_packed", ".weight_scale", ".weight_shape"}) test::RemoveBlob(blobs, module + s);
+    for (const test::Blob& b : grid_blobs) {
+      if (b.name == module + ".weight") blobs.push_back(b);
     }
   }
+  test::WriteModelDir(Int4Fixture("w4a16-g32"), dir.path(), blobs);
+  nlohmann::json config = test::ReadJson(Int4Fixture("w4a16-g32") + "/config.json");
+  config["quantization_config"]["ignore"] = {"lm_head", "re:.*layers\\.0\\.mlp\\..*"};
+  test::WriteJson(dir.path() + "/config.json", config);
+  ExpectOnGridBf16WithinNoise(dir.path(), "W4A16 g32, layer 0 MLP ignored (bf16)");
+}
+
+TEST(Int4W4A16Checkpoint, ConflictingWeightsFlagIsRefusedBeforeLoading) {
+  GEMMA_REQUIRE_GPU();
+  BackendOptions o;
+  o.backend = "cuda";
+  o.model_dir = Int4Fixture("w4a16-g32");
+  o.weights = WeightDType::kFP8;
+  auto b = CreateCudaBackendWithTuning(o, CudaTuning{});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(std::string(b.status().message()).find("--weights fp8: the checkpoint is compressed-tensors"),
+            std::string::npos)
+      << b.status();
 }
 
 }  // namespace

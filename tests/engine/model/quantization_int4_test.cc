@@ -155,10 +155,8 @@ TEST(PackQuantizedTest, WordsFollowThePublishedLayout) {
   std::vector<int32_t> packed(4, static_cast<int32_t>(0x88888888u));
   packed[0] = static_cast<int32_t>(word);
   std::vector<float> scales = {0.5f};
-  int64_t inexact = -1;
-  auto m = UnpackPackQuantized(packed, scales, 1, 32, 32, &inexact);
+  auto m = UnpackPackQuantized(packed, scales, 1, 32, 32);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(inexact, 0);
   EXPECT_EQ(m->Value(0, 0), 0.5);
   EXPECT_EQ(m->Value(0, 1), 1.0);
   EXPECT_EQ(m->Value(0, 2), -4.0);
@@ -167,8 +165,8 @@ TEST(PackQuantizedTest, WordsFollowThePublishedLayout) {
   EXPECT_EQ(PackQuantizedWords(*m), packed);
 }
 
-TEST(PackQuantizedTest, RefusesAndCountsInexactScales) {
-  std::vector<int32_t> packed(2 * 32, 0);
+TEST(PackQuantizedTest, RefusesBadShapesAndScalesThatAreNotFp16) {
+  std::vector<int32_t> packed(2 * 32, static_cast<int32_t>(0x88888888u));
   std::vector<float> scales(2 * 2, 0.5f);
   EXPECT_THAT(std::string(UnpackPackQuantized(packed, scales, 2, 256, 64).status().message()),
               HasSubstr("group_size 64"));
@@ -177,10 +175,38 @@ TEST(PackQuantizedTest, RefusesAndCountsInexactScales) {
   std::vector<int32_t> short_packed(10, 0);
   EXPECT_THAT(std::string(UnpackPackQuantized(short_packed, scales, 2, 256, 128).status().message()),
               HasSubstr("weight_packed has 10 words"));
-  int64_t inexact = 0;
-  scales[1] = 1e-9f;  // below fp16's subnormals: rounded
-  ASSERT_TRUE(UnpackPackQuantized(packed, scales, 2, 256, 128, &inexact).ok());
-  EXPECT_EQ(inexact, 1);
+  scales[3] = -0.375f;  // signed scales are the format's q * scale: kept
+  ASSERT_TRUE(UnpackPackQuantized(packed, scales, 2, 256, 128).ok());
+  scales[1] = 1e-9f;  // below fp16's subnormals: the kernels' fp16 scale would change the weights
+  EXPECT_THAT(std::string(UnpackPackQuantized(packed, scales, 2, 256, 128).status().message()),
+              HasSubstr("weight_scale[0, 1] = 1e-09 is not an fp16 value"));
+  scales[1] = 0.5f + std::ldexp(1.0f, -13);  // needs 12 significant bits
+  EXPECT_THAT(std::string(UnpackPackQuantized(packed, scales, 2, 256, 128).status().message()),
+              HasSubstr("weight_scale[0, 1]"));
+  scales[1] = 0.5f;
+  scales[2] = std::nanf("");
+  EXPECT_THAT(std::string(UnpackPackQuantized(packed, scales, 2, 256, 128).status().message()),
+              HasSubstr("weight_scale[1, 0] = nan is not finite"));
+}
+
+TEST(PackQuantizedTest, Group128BecomesFourQ4_0BlocksWithItsScale) {
+  Int4Matrix m;
+  m.rows = 2;
+  m.cols = 160;  // one whole group of 128 and a partial one of 32
+  m.group = 128;
+  std::mt19937 rng(7);
+  m.codes.resize(m.rows * m.cols);
+  for (uint8_t& c : m.codes) c = rng() % 16;
+  m.scales = {FloatToHalf(0.25f), FloatToHalf(-0.125f), FloatToHalf(3.0f), FloatToHalf(0.0f)};
+  const Int4Matrix b = ToQ4_0Blocks(m);
+  ASSERT_EQ(b.group, 32);
+  ASSERT_EQ(b.scales.size(), size_t(2 * 5));
+  EXPECT_EQ(b.codes, m.codes);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t c = 0; c < m.cols; ++c) ASSERT_EQ(b.Value(r, c), m.Value(r, c)) << r << "," << c;
+  }
+  EXPECT_EQ(b.scales[4], m.scales[1]);  // the partial group's one block
+  EXPECT_EQ(b.scales[5], m.scales[2]);
 }
 
 TEST(DeviceLayoutTest, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
@@ -247,6 +273,11 @@ TEST(QuantizationConfigTest, AcceptsW4A16AndRefusesOtherVariantsByName) {
           "type = \"float\"");
   refused(ok, "kv_cache_scheme", R"("kv_cache_scheme": {"num_bits": 8},)");
   refused(ok, "format = \"marlin-24\"", R"("format": "marlin-24",)");
+  auto bad_regex = ParseInt4QuantizationConfig(
+      R"({"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+          "config_groups": {"g": {"targets": ["Linear"], "weights": )" + ok + R"(}}, "ignore": ["re:(unclosed"]}})");
+  ASSERT_FALSE(bad_regex.ok());
+  EXPECT_THAT(std::string(bad_regex.status().message()), HasSubstr("ignore = \"re:(unclosed\" is not supported"));
 
   EXPECT_FALSE(ParseInt4QuantizationConfig(R"({"hidden_size": 1})")->has_value());
   EXPECT_FALSE(ParseInt4QuantizationConfig(R"({"quantization_config": {"quant_method": "fp8"}})")->has_value());

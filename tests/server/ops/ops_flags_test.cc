@@ -44,7 +44,7 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--gpu-memory-utilization", "half"}, "--gpu-memory-utilization"},
       {{"--weights", "fp4"}, "--weights"},
       {{"--lm-head", "fp16"}, "--lm-head"},
-      {{"--lm-head", "fp8"}, "--lm-head fp8 needs --weights fp8"},
+      {{"--weights", "bf16", "--lm-head", "fp8"}, "--lm-head fp8 needs --weights fp8"},
   };
   for (const auto& [flags, named] : cases) {
     SCOPED_TRACE(named);
