@@ -8,7 +8,9 @@
 #                              inputs, 31B shapes incl. the LM head, fixture and odd
 #                              shapes) against float64 references
 #   2. gpu_int4_quality_test   fortunes int4 vs the float64 golden (fp8 / int4 / bf16
-#                              LM head); on-grid fortunes int4 vs bf16 of the same weights
+#                              LM head); on-grid fortunes int4 vs bf16 of the same weights;
+#                              the compressed-tensors W4A16 fixtures (tests/data) against
+#                              the on-grid fixture and the golden
 #   3. gemv-w4a16-bench        TB/s vs the read ceiling, 31B shapes, batch 1..64,
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
@@ -29,7 +31,7 @@ cmd_int4() {
       --gtest_filter='GemvW4Test.Small*:DequantizeW4Test.*:GemvW4Test.Rejects*' --gtest_brief=1
   fi
   run gpu_w4a16_kernels_test 240 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1
-  run gpu_int4_quality_test 60 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
+  run gpu_int4_quality_test 120 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
   GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
   run bench_int4_b64 75 "${bench[@]}" --weights int4 "${b64[@]}" --json "$out/bench_int4_b64.json"

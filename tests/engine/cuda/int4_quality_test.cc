@@ -145,7 +145,11 @@ INSTANTIATE_TEST_SUITE_P(LmHead, Int4FortunesQuality,
                            return std::string(WeightDTypeName(i.param));
                          });
 
-std::string Int4Fixture(const std::string& name) { return std::string(GEMMA_TEST_DATA) + "/gemma4-fortunes-" + name; }
+// tests/data/gemma4-fortunes-<name> ($GEMMA_TEST_DATA on the GPU machine).
+std::string Int4Fixture(const std::string& name) {
+  const char* v = std::getenv("GEMMA_TEST_DATA");
+  return std::string(v && *v ? v : GEMMA_TEST_DATA) + "/gemma4-fortunes-" + name;
+}
 
 // Row-by-row agreement of two runs of the golden prompts.
 std::pair<Agreement, Agreement> Compare(const Logits& got, const Logits& ref, int vocab) {
