@@ -8,7 +8,7 @@
 //     weights) stays within the int4 quality bounds of the float64 golden
 //     (the bounds the CUDA int4 path is held to: row rel. error mean < 0.25,
 //     worst < 0.9, top-1 agreement on 80 % of confident rows);
-// and a conflicting --weights is refused by name.
+// and a conflicting --weights (or tensor parallelism) is refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -136,6 +136,15 @@ TEST(CpuInt4Test, ConflictingWeightsFlagsAreRefusedByName) {
                 HasSubstr("--weights " + std::string(WeightDTypeName(d)) +
                           ": the checkpoint is compressed-tensors pack-quantized W4A16"));
   }
+  // Tensor-parallel ranks slice float tensors, not packed ones.
+  BackendOptions tp;
+  tp.backend = "cpu";
+  tp.model_dir = kG32;
+  tp.tensor_parallel_size = 2;
+  auto sharded = CreateBackend(tp);
+  ASSERT_FALSE(sharded.ok());
+  EXPECT_THAT(std::string(sharded.status().message()),
+              HasSubstr("--tensor-parallel-size 2: a compressed-tensors W4A16 checkpoint runs on one GPU"));
   // Quantizing a float checkpoint at load time is the cuda backend's.
   auto q = Cpu(kOnGrid, WeightDType::kINT4);
   ASSERT_FALSE(q.ok());
