@@ -124,7 +124,6 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   const WeightDType dtype = *options.weights;
   std::unique_ptr<LoadedModel> model;  // open until the int4 layers are uploaded
   const ModelWeights* checkpoint = nullptr;
-  absl::StatusOr<std::unique_ptr<cuda::DeviceWeights>> w;
   if (tuning.model != nullptr) {  // a tensor-parallel rank's shard
     config = tuning.model->config;
     if (!options.random_weights) checkpoint = &tuning.model->weights;
@@ -136,8 +135,8 @@ absl::Status CudaBackend::Impl::LoadWeights() {
     checkpoint = &model->weights;
   }
   GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
-  w = checkpoint ? cuda::DeviceWeights::Upload(config, *checkpoint, stream, dtype)
-                 : cuda::DeviceWeights::Random(config, tuning.random_seed, stream, dtype);
+  auto w = checkpoint ? cuda::DeviceWeights::Upload(config, *checkpoint, stream, dtype)
+                      : cuda::DeviceWeights::Random(config, tuning.random_seed, stream, dtype);
   if (!w.ok()) return w.status();
   weights = std::move(*w);
   if (dtype == WeightDType::kINT4) {
