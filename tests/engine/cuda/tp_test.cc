@@ -1,8 +1,8 @@
 // The tensor-parallel CUDA backend on whatever GPUs are visible: 2 and 4 ranks
 // sharing GPU 0 (a thread each, the one-shot all-reduce between them) on the
-// fortunes fixture, against its float64 golden with the one-GPU backend's
-// bound (2e-2 relative row error, tests/engine/cuda/backend_parity_test.cc) and
-// against the one-GPU backend itself: prefill logits, step logits while the
+// fortunes fixture, against its float64 golden (3e-2 relative row error: the
+// one-GPU backend's 2e-2 of tests/engine/cuda/backend_parity_test.cc plus the
+// all-reduce's rounding, see kRowTol) and against the one-GPU backend itself: prefill logits, step logits while the
 // golden tokens are fed back, and greedy tokens from the decode graphs (the
 // all-reduces captured inside). With 2 GPUs, the same on GPUs 0 and 1 (NCCL
 // for large messages when libnccl.so.2 loads).
@@ -25,7 +25,11 @@ namespace {
 // waits (tensor_parallel_backend.cc); set before the first CUDA call.
 const bool kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 1) == 0;
 
-constexpr double kRowTol = 2e-2;
+// The one-GPU backend's bound (2e-2) plus room for the all-reduce: each
+// rank's partial of o_proj / down_proj is rounded to bf16 before the sum, one
+// rounding more than TP=1 makes (measured at TP=2 with both ranks on one
+// H200: 0.0211 against the golden, 0.0239 against TP=1).
+constexpr double kRowTol = 3e-2;
 constexpr double kMarginFloor = 0.1;
 
 std::string FortunesDir() {
@@ -45,6 +49,10 @@ BackendOptions Options() {
   o.max_context = kContext;
   o.kv_block_size = kBlock;
   o.num_kv_blocks = kSlots * kBlocksPerSlot;
+  // Every slot's whole prompt in one pass: the sliding pool (sized for the
+  // windows plus one step's tokens) then holds the fixed runs BlocksOf gives
+  // each slot, which reuse the global block numbers.
+  o.max_tokens_per_step = kSlots * kContext;
   return o;
 }
 
