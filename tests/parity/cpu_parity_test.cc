@@ -17,9 +17,15 @@
 #include "engine/model/weights.h"
 #include "gtest/gtest.h"
 #include "tests/common/golden.h"
+#include "tests/parity/fixed_blocks.h"
 
 namespace gemma {
 namespace {
+
+using parity::BlocksOf;
+using parity::Chunk;
+using parity::kBlock;
+using parity::kContext;
 
 struct Fixture {
   std::string name;
@@ -42,23 +48,6 @@ class CpuParityTest : public ::testing::TestWithParam<Fixture> {
     ASSERT_FALSE(golden_.prompts.empty());
   }
 
-  // Each slot gets a fixed run of blocks, the same for both pools: enough to
-  // test the forward without the engine's block manager.
-  static constexpr int kContext = 512, kBlock = 16, kBlocksPerSlot = kContext / kBlock;
-  static std::vector<int32_t> BlocksOf(int slot) {
-    std::vector<int32_t> b(kBlocksPerSlot);
-    for (int i = 0; i < kBlocksPerSlot; ++i) b[i] = slot * kBlocksPerSlot + i;
-    return b;
-  }
-  static SequenceChunk Chunk(int slot, std::span<const int32_t> ids, int32_t start, bool all_logits,
-                             const std::vector<int32_t>& blocks) {
-    SequenceChunk c{slot, ids, start, all_logits};
-    c.return_logits = true;  // the tests compare logits
-    c.global_blocks = blocks;
-    c.sliding_blocks = blocks;
-    return c;
-  }
-
   std::unique_ptr<Backend> MakeBackend(int slots) {
     CpuBackendOptions options;
     options.max_slots = slots;
@@ -71,9 +60,7 @@ class CpuParityTest : public ::testing::TestWithParam<Fixture> {
 
   // Max |a - b| over one vocab row.
   double RowError(const float* a, const float* b) const {
-    double err = 0;
-    for (int v = 0; v < model_->config.vocab_size; ++v) err = std::max(err, std::abs(double(a[v]) - b[v]));
-    return err;
+    return parity::MaxAbsError(a, b, model_->config.vocab_size);
   }
 
   int Argmax(const float* row) const {

@@ -13,6 +13,7 @@
 #include "engine/model/weights.h"
 #include "gtest/gtest.h"
 #include "tests/common/golden.h"
+#include "tests/parity/fixed_blocks.h"
 
 namespace gemma {
 namespace {
@@ -36,7 +37,10 @@ std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name;
 // first 8 positions, and after them twice its golden bound of 5e-2 (each side
 // is held to the golden's 5e-2 on its own).
 constexpr double kStrictTolerance = 1e-3;
-constexpr int kContext = 512, kBlock = 16, kBlocksPerSlot = kContext / kBlock;
+using parity::BlocksOf;
+using parity::Chunk;
+using parity::kBlock;
+using parity::kContext;
 
 class CpuTensorParallelTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -57,31 +61,6 @@ class CpuTensorParallelTest : public ::testing::TestWithParam<Case> {
     auto backend = CreateCpuBackend(*model_, options);
     EXPECT_TRUE(backend.ok()) << backend.status();
     return backend.ok() ? std::move(*backend) : nullptr;
-  }
-
-  static std::vector<int32_t> BlocksOf(int slot) {
-    std::vector<int32_t> b(kBlocksPerSlot);
-    for (int i = 0; i < kBlocksPerSlot; ++i) b[i] = slot * kBlocksPerSlot + i;
-    return b;
-  }
-
-  static SequenceChunk Chunk(int slot, std::span<const int32_t> ids, int32_t start, bool all_logits,
-                             const std::vector<int32_t>& blocks) {
-    SequenceChunk c;
-    c.slot = slot;
-    c.token_ids = ids;
-    c.start_position = start;
-    c.all_logits = all_logits;
-    c.return_logits = true;
-    c.global_blocks = blocks;
-    c.sliding_blocks = blocks;
-    return c;
-  }
-
-  double MaxError(const float* a, const float* b, size_t n) const {
-    double err = 0;
-    for (size_t i = 0; i < n; ++i) err = std::max(err, std::abs(double(a[i]) - b[i]));
-    return err;
   }
 
   double TpTolerance(size_t position) const {
@@ -113,8 +92,8 @@ TEST_P(CpuTensorParallelTest, PrefillAndDecodeLogitsMatchOneRankAndGolden) {
     ASSERT_TRUE(many->Forward({&chunk, 1}, {}, &b).ok());
     ASSERT_EQ(b.logits.size(), g.ids.size() * V);
     for (size_t t = 0; t < g.ids.size(); ++t) {
-      ASSERT_LT(MaxError(&a.logits[t * V], &b.logits[t * V], V), TpTolerance(t)) << "prompt " << p << " position " << t;
-      ASSERT_LT(MaxError(&b.logits[t * V], &g.prefill_logits[t * V], V), GoldenTolerance(t))
+      ASSERT_LT(parity::MaxAbsError(&a.logits[t * V], &b.logits[t * V], V), TpTolerance(t)) << "prompt " << p << " position " << t;
+      ASSERT_LT(parity::MaxAbsError(&b.logits[t * V], &g.prefill_logits[t * V], V), GoldenTolerance(t))
           << "prompt " << p << " position " << t;
     }
     EXPECT_EQ(a.next_ids, b.next_ids);
@@ -122,9 +101,9 @@ TEST_P(CpuTensorParallelTest, PrefillAndDecodeLogitsMatchOneRankAndGolden) {
       SequenceChunk step = Chunk(0, {&g.greedy[s], 1}, static_cast<int32_t>(g.ids.size() + s), false, blocks);
       ASSERT_TRUE(one->Forward({&step, 1}, {}, &a).ok());
       ASSERT_TRUE(many->Forward({&step, 1}, {}, &b).ok());
-      ASSERT_LT(MaxError(a.logits.data(), b.logits.data(), V), TpTolerance(g.ids.size() + s))
+      ASSERT_LT(parity::MaxAbsError(a.logits.data(), b.logits.data(), V), TpTolerance(g.ids.size() + s))
           << "prompt " << p << " step " << s;
-      ASSERT_LT(MaxError(b.logits.data(), &g.step_logits[(s + 1) * V], V), GoldenTolerance(g.ids.size() + s))
+      ASSERT_LT(parity::MaxAbsError(b.logits.data(), &g.step_logits[(s + 1) * V], V), GoldenTolerance(g.ids.size() + s))
           << "prompt " << p << " step " << s;
       EXPECT_EQ(a.next_ids, b.next_ids) << "prompt " << p << " step " << s;
     }
@@ -158,7 +137,7 @@ TEST_P(CpuTensorParallelTest, BatchedChunkedPrefillAndDecodeMatchOneRank) {
     ASSERT_TRUE(one->Forward(chunks, {}, &a).ok());
     ASSERT_TRUE(many->Forward(chunks, {}, &b).ok());
     ASSERT_EQ(a.logits.size(), b.logits.size());
-    EXPECT_LT(MaxError(a.logits.data(), b.logits.data(), a.logits.size()), TpTolerance(kContext));
+    EXPECT_LT(parity::MaxAbsError(a.logits.data(), b.logits.data(), a.logits.size()), TpTolerance(kContext));
     EXPECT_EQ(a.next_ids, b.next_ids);
     for (size_t i = 0; i < chunks.size(); ++i) last[chunks[i].slot] = a.next_ids[i];
   }
@@ -168,7 +147,7 @@ TEST_P(CpuTensorParallelTest, BatchedChunkedPrefillAndDecodeMatchOneRank) {
   ForwardResult a, b;
   ASSERT_TRUE(one->Forward(decode, {}, &a).ok());
   ASSERT_TRUE(many->Forward(decode, {}, &b).ok());
-  EXPECT_LT(MaxError(a.logits.data(), b.logits.data(), a.logits.size()), TpTolerance(kContext));
+  EXPECT_LT(parity::MaxAbsError(a.logits.data(), b.logits.data(), a.logits.size()), TpTolerance(kContext));
   EXPECT_EQ(a.next_ids, b.next_ids);
   // Each rank holds only its KV heads: replicated heads (fewer KV heads than
   // ranks) make TP=N's pools larger than TP=1's, never smaller.

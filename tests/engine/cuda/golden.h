@@ -1,5 +1,5 @@
 // Reads a fixture's golden outputs: golden.json (prompt ids, greedy tokens,
-// margins) and golden.safetensors (prefill and step logits, fp32), the latter
+// margins, optionally prefill_rows) and golden.safetensors (prefill and step logits, fp32), the latter
 // with the project's own safetensors reader.
 #pragma once
 
@@ -19,7 +19,10 @@ struct GoldenPrompt {
   std::vector<int32_t> ids;
   std::vector<int32_t> greedy;
   std::vector<double> margins;
-  std::vector<float> prefill_logits;  // [ids.size(), vocab]
+  // Positions whose prefill logits are stored: golden.json's prefill_rows
+  // (large fixtures keep a few), else every position of the prompt.
+  std::vector<int> prefill_rows;
+  std::vector<float> prefill_logits;  // [prefill_rows.size(), vocab]
   std::vector<float> step_logits;     // [greedy.size(), vocab]
 };
 
@@ -47,6 +50,11 @@ inline std::vector<GoldenPrompt> LoadGolden(const std::string& dir) {
     g.ids = p["ids"].get<std::vector<int32_t>>();
     g.greedy = p["greedy"].get<std::vector<int32_t>>();
     g.margins = p["margins"].get<std::vector<double>>();
+    if (p.contains("prefill_rows")) {
+      g.prefill_rows = p["prefill_rows"].get<std::vector<int>>();
+    } else {
+      for (size_t r = 0; r < g.ids.size(); ++r) g.prefill_rows.push_back(int(r));
+    }
     const std::string key = "prompt" + std::to_string(i);
     g.prefill_logits = ReadF32(**file, key + ".prefill_logits");
     g.step_logits = ReadF32(**file, key + ".step_logits");

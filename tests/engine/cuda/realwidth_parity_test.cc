@@ -18,9 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,14 +32,6 @@ namespace {
 
 constexpr double kMarginFloor = 0.1;
 
-struct RwPrompt {
-  std::vector<int32_t> ids, greedy;
-  std::vector<double> margins;
-  std::vector<int> rows;          // positions stored in prefill
-  std::vector<float> prefill;     // [rows.size(), vocab]
-  std::vector<float> steps;       // [greedy.size(), vocab]
-};
-
 std::string Dir() {
   const char* v = std::getenv("GEMMA_REALWIDTH_DIR");
   return v && *v ? v : "";
@@ -50,34 +40,6 @@ std::string Dir() {
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atof(v) : fallback;
-}
-
-std::vector<RwPrompt> Load(const std::string& dir) {
-  std::ifstream in(dir + "/golden.json");
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  auto file = SafetensorsFile::Open(dir + "/golden.safetensors");
-  if (j.is_discarded() || !file.ok()) return {};
-  std::vector<RwPrompt> out;
-  for (size_t i = 0; i < j["prompts"].size(); ++i) {
-    const auto& p = j["prompts"][i];
-    RwPrompt g;
-    g.ids = p["ids"].get<std::vector<int32_t>>();
-    g.greedy = p["greedy"].get<std::vector<int32_t>>();
-    g.margins = p["margins"].get<std::vector<double>>();
-    if (p.contains("prefill_rows")) {
-      g.rows = p["prefill_rows"].get<std::vector<int>>();
-    } else {
-      for (size_t r = 0; r < g.ids.size(); ++r) g.rows.push_back(int(r));
-    }
-    const std::string key = "prompt" + std::to_string(i);
-    g.prefill = gpu_test::ReadF32(**file, key + ".prefill_logits");
-    g.steps = gpu_test::ReadF32(**file, key + ".step_logits");
-    out.push_back(std::move(g));
-  }
-  return out;
 }
 
 int Argmax(const float* row, int vocab) { return int(std::max_element(row, row + vocab) - row); }
@@ -125,7 +87,7 @@ enum class Mode { kStrict, kRowsOnly, kReport };
 
 // One configuration over every prompt; prints the table, returns nothing (the
 // EXPECTs carry the verdict).
-void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>& golden, double tol,
+void Check(const std::string& label, CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& golden, double tol,
            Mode mode) {
   const bool strict = mode == Mode::kStrict, rows_only = mode == Mode::kRowsOnly;
   const int vocab = b.config().vocab_size;
@@ -136,10 +98,10 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
   std::printf("%-6s %5s | %-44s | %-28s | %s\n", "prompt", "len", "prefill: rows max(pos) mean argmax >tol",
               "ranges <1024 / <2048 / >=2048", "steps: max argmax greedy-equal (need)");
   for (size_t p = 0; p < golden.size(); ++p) {
-    const RwPrompt& g = golden[p];
+    const gpu_test::GoldenPrompt& g = golden[p];
     const std::string tag = label + " prompt " + std::to_string(p);
-    ASSERT_EQ(g.prefill.size(), g.rows.size() * size_t(vocab)) << tag;
-    ASSERT_EQ(g.steps.size(), g.greedy.size() * size_t(vocab)) << tag;
+    ASSERT_EQ(g.prefill_logits.size(), g.prefill_rows.size() * size_t(vocab)) << tag;
+    ASSERT_EQ(g.step_logits.size(), g.greedy.size() * size_t(vocab)) << tag;
     tables->Reset(0);
     ForwardResult out;
     SequenceChunk c{0, g.ids, 0, true, {}, {}};
@@ -148,10 +110,10 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
     Stats pre;
     int reported = 0;
     std::string profile;  // error at every 256th position: where a drift starts
-    for (size_t k = 0; k < g.rows.size(); ++k) {
-      const int pos = g.rows[k];
+    for (size_t k = 0; k < g.prefill_rows.size(); ++k) {
+      const int pos = g.prefill_rows[k];
       const float* got = out.logits.data() + size_t(pos) * vocab;
-      const float* ref = g.prefill.data() + k * vocab;
+      const float* ref = g.prefill_logits.data() + k * vocab;
       const double err = gpu_test::RelErrPtr(got, ref, vocab);
       const bool checked = Margin(ref, vocab) >= kMarginFloor;
       const bool same = Argmax(got, vocab) == Argmax(ref, vocab);
@@ -174,7 +136,7 @@ void Check(const std::string& label, CudaBackend& b, const std::vector<RwPrompt>
     std::vector<float> step(last, last + vocab);
     for (size_t s = 0; s < g.greedy.size(); ++s) {
       const int pos = int(g.ids.size() - 1 + s);
-      const float* ref = g.steps.data() + s * vocab;
+      const float* ref = g.step_logits.data() + s * vocab;
       const double err = gpu_test::RelErrPtr(step.data(), ref, vocab);
       const int am = Argmax(step.data(), vocab);
       st.Add(err, pos, am == g.greedy[s], g.margins[s] >= kMarginFloor, tol);
@@ -219,12 +181,12 @@ class RealWidth : public ::testing::Test {
     GEMMA_REQUIRE_GPU();
     dir_ = Dir();
     if (dir_.empty()) GTEST_SKIP() << "GEMMA_REALWIDTH_DIR unset (scripts/gpu.sh realwidth sets it)";
-    golden_ = Load(dir_);
+    golden_ = gpu_test::LoadGolden(dir_);
     ASSERT_FALSE(golden_.empty()) << "no golden.json / golden.safetensors in " << dir_;
     for (const auto& g : golden_) max_context_ = std::max(max_context_, int(g.ids.size() + g.greedy.size()) + 16);
   }
   std::string dir_;
-  std::vector<RwPrompt> golden_;
+  std::vector<gpu_test::GoldenPrompt> golden_;
   int max_context_ = 0;
 };
 
