@@ -1,8 +1,10 @@
-// Launch-status helper for launchers: they return "" on success or a message.
+// Launch helpers for launchers (they return "" on success or a message):
+// the launch status, and the grid of a persistent kernel.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 namespace gemma::kernels {
@@ -12,6 +14,29 @@ inline std::string LaunchError(const char* kernel) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return "";
   return std::string(kernel) + ": " + cudaGetErrorString(err);
+}
+
+// Blocks of `threads` threads that `Kernel` keeps resident on the current
+// device at once (no dynamic shared memory). Queried once per kernel and
+// process (the server drives one device): a query per launch would slow the
+// back-to-back launches that autotuning times.
+template <auto Kernel>
+int ResidentBlocks(int threads) {
+  static const int resident = [threads] {
+    int device = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0);
+    return std::max(1, sms * per_sm);
+  }();
+  return resident;
+}
+
+// A persistent kernel's grid for `tiles` units of work: at most `resident`
+// blocks, trimmed so that every block gets the same number of tiles.
+inline int PersistentGrid(int tiles, int resident) {
+  const int rounds = (tiles + resident - 1) / resident;
+  return (tiles + rounds - 1) / rounds;
 }
 
 }  // namespace gemma::kernels

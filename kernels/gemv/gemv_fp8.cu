@@ -230,23 +230,11 @@ __global__ void __launch_bounds__(WARPS * 32) GemvFp8Kernel(const __grid_constan
 // device at once, trimmed so that every block gets the same number of tiles.
 template <int RT, int U, int KS, int WARPS, bool A16 = false, bool persistent = false, bool PIPE = false>
 void Launch(const GemvFp8Params& p, cudaStream_t stream) {
-  const auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS, PIPE>;
+  constexpr auto kernel = GemvFp8Kernel<A16, RT, U, KS, WARPS, PIPE>;
   const int rows_per_block = (WARPS / KS) * RT * 16;
   const int tiles = (p.n + rows_per_block - 1) / rows_per_block;
   int blocks = tiles;
-  if constexpr (persistent) {
-    // Queried once per process (the server drives one device): a query per
-    // launch would slow the back-to-back launches autotuning times.
-    static const int resident = [kernel] {
-      int device = 0, sms = 0, per_sm = 0;
-      cudaGetDevice(&device);
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
-      return std::max(1, sms * per_sm);
-    }();
-    const int rounds = (tiles + resident - 1) / resident;
-    blocks = (tiles + rounds - 1) / rounds;
-  }
+  if constexpr (persistent) blocks = PersistentGrid(tiles, ResidentBlocks<kernel>(WARPS * 32));
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 

@@ -251,21 +251,11 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
 
 template <int RT, int NT, int U, int KS, int WARPS, bool PIPE = true, bool persistent = false>
 void Launch(const GemvW4Params& p, cudaStream_t stream) {
-  const auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE>;
+  constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE>;
   const int tiles_per_block = (WARPS / KS) * RT;
   const int block_tiles = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   int blocks = block_tiles;
-  if constexpr (persistent) {
-    static const int resident = [kernel] {
-      int device = 0, sms = 0, per_sm = 0;
-      cudaGetDevice(&device);
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, 0);
-      return std::max(1, sms * per_sm);
-    }();
-    const int rounds = (block_tiles + resident - 1) / resident;
-    blocks = (block_tiles + rounds - 1) / rounds;
-  }
+  if constexpr (persistent) blocks = PersistentGrid(block_tiles, ResidentBlocks<kernel>(WARPS * 32));
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 
