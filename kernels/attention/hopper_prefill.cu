@@ -10,16 +10,16 @@
 namespace gemma::kernels::attention {
 namespace {
 
-template <int D, int BN, int STAGES, int QR>
+template <int D, int BN, int STAGES, int QR, bool F8>
 cudaError_t SetUp() {
-  return cudaFuncSetAttribute(HopperPrefillKernel<D, BN, STAGES, QR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              HopperShape<D, BN, STAGES, QR>::kSmemBytes);
+  return cudaFuncSetAttribute(HopperPrefillKernel<D, BN, STAGES, QR, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              HopperShape<D, BN, STAGES, QR, F8>::kSmemBytes);
 }
 
-template <int D, int BN, int STAGES, int QR>
+template <int D, int BN, int STAGES, int QR, bool F8>
 void Launch(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using H = HopperShape<D, BN, STAGES, QR>;
-  HopperPrefillKernel<D, BN, STAGES, QR><<<grid, H::kThreads, H::kSmemBytes, stream>>>(p);
+  using H = HopperShape<D, BN, STAGES, QR, F8>;
+  HopperPrefillKernel<D, BN, STAGES, QR, F8><<<grid, H::kThreads, H::kSmemBytes, stream>>>(p);
 }
 
 // Named "wg-m<BM>n<BN>s<STAGES>[q<QR>]": the tile kernel's names start with "m".
@@ -36,8 +36,14 @@ KernelEntry Entry() {
   e.d_split = H::kWD;
   e.threads = H::kThreads;
   e.smem_bytes = H::kSmemBytes;
-  e.setup = &SetUp<D, BN, STAGES, QR>;
-  e.launch = &Launch<D, BN, STAGES, QR>;
+  e.setup = &SetUp<D, BN, STAGES, QR, false>;
+  e.launch = &Launch<D, BN, STAGES, QR, false>;
+  // The E4M3-cache build stages the codes in the Q sub-tiles held in
+  // registers: QR >= 8 only (same shared memory as the bf16 build).
+  if constexpr (QR >= 8) {
+    e.setup_fp8 = &SetUp<D, BN, STAGES, QR, true>;
+    e.launch_fp8 = &Launch<D, BN, STAGES, QR, true>;
+  }
   return e;
 }
 

@@ -1,5 +1,5 @@
 // The Hopper (sm_90a) prefill attention kernel: warp-specialized, wgmma
-// for both products, bf16 cache. Included only by hopper_prefill.cu.
+// for both products, bf16 or E4M3 cache. Included only by hopper_prefill.cu.
 //
 // A block owns BM query rows of one head (the tile kernel's row mapping:
 // heads_per_block 1, tokens_per_block BM, SetUpBlock's key range) and runs
@@ -38,6 +38,8 @@
 // row with its source-size operand. Each stage completes on full[s] through
 // cp.async.mbarrier.arrive.noinc (128 arrivals); consumers release it on
 // empty[s] (8 arrivals, lane 0 of every consumer warp) after their P V.
+// Over an E4M3 cache (F8 builds, QR >= 8) the producers stage the codes and
+// widen them to bf16 (hopper_produce.cuh), so the consumers run unchanged.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -45,6 +47,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention/hopper_produce.cuh"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/tile_layout.cuh"
 #include "kernels/common/pdl.cuh"
@@ -53,84 +56,6 @@
 #include "kernels/common/wgmma_bf16.cuh"
 
 namespace gemma::kernels::attention {
-
-// QR: k16 steps of the warpgroup's Q (of 16) held in registers as wgmma A
-// fragments (read from shared memory once) instead of re-read from shared
-// memory for every key tile: shared-memory bandwidth, not the tensor cores,
-// bounds the 64-row D = 512 block (per tile: Q 64 KB, K 32 KB, V 32 KB, S
-// exchange 32 KB, cp.async fill 64 KB).
-template <int D_, int BN_, int STAGES_, int QR_ = 0>
-struct HopperShape {
-  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, QR = QR_;
-  static constexpr int kWD = D / 256;  // warpgroups splitting head_dim
-  static constexpr int kBM = 64 * (2 / kWD);
-  static constexpr int kThreads = 384;
-  static constexpr int kSubBytes = 128;  // one swizzled row of a 64-column sub-tile
-  static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kKvBytes = BN * D * 2;  // one K or V tile
-  // [parity][warpgroup][BN / 8 float4][128 threads]
-  static constexpr int kXchBytes = kWD > 1 ? 2 * 2 * (BN / 8) * 128 * 16 : 0;
-  static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvBytes + kXchBytes + kSwizzleAtom;  // + alignment
-  static_assert(D == 256 || D == 512, "a consumer warpgroup owns 256 columns");
-  static_assert(BN == 32 || BN == 64, "S tile widths with a wgmma wrapper");
-  static_assert(QR >= 0 && QR <= 16, "the warpgroup's Q is 16 k16 steps");
-};
-
-// 16-byte chunk `c` (of D / 8) of row `r` in a [D/64][rows][128 B] tile.
-template <int kRows>
-__device__ __forceinline__ uint32_t SwizzledChunk(int r, int c) {
-  return static_cast<uint32_t>((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-template <class H>
-__device__ __forceinline__ void HopperProduce(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
-                                              uint64_t* full_bar, uint64_t* empty_bar, int pw, int lane) {
-  constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES;
-  constexpr int kRowSlots = (BN + 31) / 32;
-  const int64_t pos_stride = static_cast<int64_t>(p.num_kv_heads) * D;
-  const int64_t head_off = (static_cast<int64_t>(b.slot) * p.capacity * p.num_kv_heads + b.kv_head) * D;
-  const __nv_bfloat16* kg = p.k + head_off;
-  const __nv_bfloat16* vg = p.v + head_off;
-  const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
-  const int block_mask = (1 << p.block_shift) - 1;
-  for (int tile = 0; tile < b.num_tiles; ++tile) {
-    const int s = tile % STAGES;
-    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
-    const int u0 = b.tile_lo + tile * BN;
-    // Lane l finds the cache rows of keys l, l + 32, ...; -1: zero-fill.
-    int64_t off[kRowSlots];
-#pragma unroll
-    for (int j = 0; j < kRowSlots; ++j) {
-      const int u = u0 + lane + 32 * j;
-      int64_t idx = -1;
-      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
-        if (table != nullptr) {
-          const int blk = __ldg(table + (u >> p.block_shift));
-          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
-        } else {
-          idx = p.ring ? u % p.capacity : u;
-        }
-      }
-      off[j] = idx < 0 ? -1 : idx * pos_stride;
-    }
-    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
-#pragma unroll
-    for (int r = pw; r < BN; r += 4) {
-      const int64_t o = __shfl_sync(0xffffffffu, off[r / 32], r % 32);
-      const bool valid = o >= 0;
-      const int64_t src = valid ? o : 0;
-#pragma unroll
-      for (int c = lane; c < D / 8; c += 32) {
-        const uint32_t dst = SwizzledChunk<BN>(r, c);
-        CpAsync16(ks + dst, kg + src + c * 8, valid);
-        CpAsync16(vs + dst, vg + src + c * 8, valid);
-      }
-    }
-    CpAsyncMbarArrive(SmemAddr(&full_bar[s]));
-  }
-  CpAsyncCommit();
-  CpAsyncWait<0>();  // nothing in flight when the warp exits
-}
 
 // This warpgroup's Q rows [rg * 64, +64) and columns [dp * 256, +256);
 // rows past the block's tokens are zeros.
@@ -210,6 +135,7 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
 #pragma unroll
   for (int k = 0; k < H::QR; ++k)
     LdMatrixX4(smem + SwizzledChunk<kBM>(rg * 64 + warp * 16 + (lane & 15), dp * 32 + 2 * k + (lane >> 4)), qf[k]);
+  if constexpr (H::F8) NamedBarrierSync(kQFreedBarrier, H::kThreads);  // those Q sub-tiles become staging
 
   int row_pos[2];
 #pragma unroll
@@ -292,9 +218,9 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
   }
 }
 
-template <int D, int BN, int STAGES, int QR>
+template <int D, int BN, int STAGES, int QR, bool F8>
 __global__ void __launch_bounds__(384, 1) HopperPrefillKernel(const __grid_constant__ KernelParams p) {
-  using H = HopperShape<D, BN, STAGES, QR>;
+  using H = HopperShape<D, BN, STAGES, QR, F8>;
   __shared__ __align__(8) uint64_t full_bar[STAGES];
   __shared__ __align__(8) uint64_t empty_bar[STAGES];
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -314,7 +240,10 @@ __global__ void __launch_bounds__(384, 1) HopperPrefillKernel(const __grid_const
   __syncthreads();
   if (threadIdx.x >= 256) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    HopperProduce<H>(p, b, smem + H::kQBytes, full_bar, empty_bar, (threadIdx.x >> 5) & 3, threadIdx.x & 31);
+    if constexpr (F8)
+      HopperProduceE4m3<H>(p, b, smem + H::kQBytes, smem, full_bar, empty_bar, (threadIdx.x >> 5) & 3, threadIdx.x & 31);
+    else
+      HopperProduce<H>(p, b, smem + H::kQBytes, full_bar, empty_bar, (threadIdx.x >> 5) & 3, threadIdx.x & 31);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     HopperConsume<H>(p, b, smem, xch, full_bar, empty_bar);

@@ -1,8 +1,9 @@
 // Internal: the Hopper prefill kernel's candidates for the prefill tile
 // table (hopper_prefill.cuh describes the kernel). Each is a KernelEntry
 // like the tile kernel's (block_m query rows of one head per block), so the
-// autotuner times it next to them per head_dim and shape bucket; it has no
-// E4M3-cache build yet (launch_fp8 null: an E4M3 cache keeps the tile kernel).
+// autotuner times it next to them per head_dim and shape bucket. The
+// candidates that hold at least half of Q in registers (q8, q12) have an
+// E4M3-cache build too (launch_fp8).
 #pragma once
 
 #include "kernels/attention/kernel_params.h"

@@ -2,10 +2,12 @@
 // float64 host reference: D = 512 (GQA 8, causal) and D = 256 (sliding
 // window), lengths on and off the 64 / 128-row and 32 / 64-key tiles,
 // chunked sequences, slot, ring and paged caches (scrambled blocks of 16
-// and 4, released blocks, NaN-filled pools).
+// and 4, released blocks, NaN-filled pools); their E4M3-cache builds give
+// the bf16 build's very bits on E4M3 values.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/attention/attention.h"
 #include "tests/kernels/attention/attention_case.h"
@@ -15,9 +17,9 @@ namespace {
 
 constexpr double kTolerance = 1e-2;
 
-std::vector<std::string> HopperConfigs(int head_dim) {
+std::vector<std::string> HopperConfigs(int head_dim, bool kv_fp8 = false) {
   std::vector<std::string> names;
-  for (const std::string& n : PrefillAttentionConfigs(head_dim))
+  for (const std::string& n : PrefillAttentionConfigs(head_dim, kv_fp8))
     if (n.rfind("wg-", 0) == 0) names.push_back(n);
   return names;
 }
@@ -101,6 +103,52 @@ TEST_F(HopperPrefillTest, SmallWindowsInsideATile) {
   }
 }
 
+// The E4M3 build widens the codes to bf16 exactly and then runs the bf16
+// consumers: same bits as the bf16 build over the same values (subnormal
+// codes included: |x| < 2^-6 among the uniform [-1, 1] draws).
+TEST_F(HopperPrefillTest, E4m3CacheGivesTheBf16BuildsBits) {
+  AttentionCase global{.head_dim = 512, .num_heads = 16, .num_kv_heads = 2, .capacity = 1100, .num_slots = 3};
+  global.q_lens = {200, 1, 77};
+  global.q_pos0 = {300, 0, 1000};
+  global.slots = {2, 0, 1};
+  global.seed = 21;
+  AttentionCase sliding{.head_dim = 256, .num_heads = 8, .num_kv_heads = 4, .window = 1024, .capacity = 1400,
+                        .num_slots = 2, .ring = true};
+  sliding.q_lens = {300, 45};
+  sliding.q_pos0 = {1100, 0};
+  sliding.slots = {1, 0};
+  sliding.seed = 22;
+  for (AttentionCase c : {global, sliding}) {
+    c.e4m3_values = true;
+    c.poison_unused_cache = true;
+    const std::vector<std::string> configs = HopperConfigs(c.head_dim, /*kv_fp8=*/true);
+    ASSERT_FALSE(configs.empty()) << "no wg- E4M3 build for head_dim " << c.head_dim;
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    for (int bs : {0, 16}) {
+      const AttentionParams bf16 = bs == 0 ? prob.Params() : prob.PagedParams(bs);
+      const AttentionParams fp8 = prob.Fp8(bf16);
+      for (const std::string& name : configs) {
+        SCOPED_TRACE(name + " head_dim " + std::to_string(c.head_dim) + (bs == 0 ? " slots" : " paged"));
+        CUDA_OK(prob.Poison());
+        ASSERT_EQ(LaunchPrefillAttentionWithConfig(bf16, name, nullptr), "");
+        CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<float> want = prob.Output();
+        CUDA_OK(prob.Poison());
+        ASSERT_EQ(LaunchPrefillAttentionWithConfig(fp8, name, nullptr), "");
+        CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<float> got = prob.Output();
+        const ErrorReport r = Compare(got, ref);
+        EXPECT_EQ(r.num_not_finite, 0);
+        EXPECT_LT(r.rel_error, kTolerance);
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << "of " << got.size() << " outputs";
+      }
+    }
+  }
+}
+
 TEST_F(HopperPrefillTest, AutotunerMayPickIt) {
   // The wg- candidates are in the table the autotuner times.
   for (int d : {256, 512}) {
@@ -108,8 +156,14 @@ TEST_F(HopperPrefillTest, AutotunerMayPickIt) {
     EXPECT_GT(all.size(), HopperConfigs(d).size());
     EXPECT_FALSE(HopperConfigs(d).empty());
   }
-  // None has an E4M3-cache build: an E4M3 cache keeps the tile kernel.
-  for (const std::string& n : PrefillAttentionConfigs(512, true)) EXPECT_NE(n.rfind("wg-", 0), 0u) << n;
+  // The candidates holding Q's first half in registers have an E4M3-cache
+  // build (its codes are staged where that half was); the others do not.
+  for (int d : {256, 512}) {
+    const std::vector<std::string> e4m3 = HopperConfigs(d, /*kv_fp8=*/true);
+    EXPECT_FALSE(e4m3.empty()) << d;
+    for (const std::string& n : e4m3) EXPECT_NE(n.find('q'), std::string::npos) << n;
+    EXPECT_LT(e4m3.size(), HopperConfigs(d).size()) << d;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,231 @@
+// The producer warpgroup of the Hopper prefill kernel (hopper_prefill.cuh):
+// the kernel's shape, the swizzled tile layout, and the two producers that
+// fill a stage's K and V tiles: cp.async from a bf16 cache, and, over an
+// E4M3 cache, cp.async of the codes into staging then an exact widening to
+// bf16 in shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/kernel_params.h"
+#include "kernels/attention/tile_layout.cuh"
+#include "kernels/common/smem_copy.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma_bf16.cuh"
+
+namespace gemma::kernels::attention {
+
+// QR: k16 steps of the warpgroup's Q (of 16) held in registers as wgmma A
+// fragments (read from shared memory once) instead of re-read from shared
+// memory for every key tile: shared-memory bandwidth, not the tensor cores,
+// bounds the 64-row D = 512 block (per tile: Q 64 KB, K 32 KB, V 32 KB, S
+// exchange 32 KB, cp.async fill 64 KB).
+template <int D_, int BN_, int STAGES_, int QR_ = 0, bool F8_ = false>
+struct HopperShape {
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_, QR = QR_;
+  static constexpr bool F8 = F8_;  // E4M3 cache (HopperProduceE4m3)
+  static constexpr int kWD = D / 256;  // warpgroups splitting head_dim
+  static constexpr int kBM = 64 * (2 / kWD);
+  static constexpr int kThreads = 384;
+  static constexpr int kSubBytes = 128;  // one swizzled row of a 64-column sub-tile
+  static constexpr int kQBytes = kBM * D * 2;
+  static constexpr int kKvBytes = BN * D * 2;  // one K or V tile
+  // [parity][warpgroup][BN / 8 float4][128 threads]
+  static constexpr int kXchBytes = kWD > 1 ? 2 * 2 * (BN / 8) * 128 * 16 : 0;
+  static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvBytes + kXchBytes + kSwizzleAtom;  // + alignment
+  static_assert(D == 256 || D == 512, "a consumer warpgroup owns 256 columns");
+  static_assert(BN == 32 || BN == 64, "S tile widths with a wgmma wrapper");
+  static_assert(QR >= 0 && QR <= 16, "the warpgroup's Q is 16 k16 steps");
+  // E4M3 staging (one tile of K codes, one of V, BN x D bytes each) in the Q
+  // sub-tiles whose k16 steps the consumers hold in registers (QR >= 8: the
+  // first two 64-column sub-tiles of each warpgroup's Q columns).
+  static constexpr int kStageCodes = BN * D;
+  static constexpr int kStagingV = kWD > 1 ? 4 * kBM * kSubBytes : kStageCodes;
+  static_assert(!F8 || QR >= 8, "E4M3 staging lives in the Q sub-tiles held in registers");
+  static_assert(!F8 || (kWD > 1 ? kStageCodes <= 2 * kBM * kSubBytes : 2 * kStageCodes <= 2 * kBM * kSubBytes),
+                "E4M3 staging larger than the freed Q sub-tiles");
+};
+
+// 16-byte chunk `c` (of D / 8) of row `r` in a [D/64][rows][128 B] tile.
+template <int kRows>
+__device__ __forceinline__ uint32_t SwizzledChunk(int r, int c) {
+  return static_cast<uint32_t>((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+template <class H>
+__device__ __forceinline__ void HopperProduce(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
+                                              uint64_t* full_bar, uint64_t* empty_bar, int pw, int lane) {
+  constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES;
+  constexpr int kRowSlots = (BN + 31) / 32;
+  const int64_t pos_stride = static_cast<int64_t>(p.num_kv_heads) * D;
+  const int64_t head_off = (static_cast<int64_t>(b.slot) * p.capacity * p.num_kv_heads + b.kv_head) * D;
+  const __nv_bfloat16* kg = p.k + head_off;
+  const __nv_bfloat16* vg = p.v + head_off;
+  const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
+  const int block_mask = (1 << p.block_shift) - 1;
+  for (int tile = 0; tile < b.num_tiles; ++tile) {
+    const int s = tile % STAGES;
+    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
+    const int u0 = b.tile_lo + tile * BN;
+    // Lane l finds the cache rows of keys l, l + 32, ...; -1: zero-fill.
+    int64_t off[kRowSlots];
+#pragma unroll
+    for (int j = 0; j < kRowSlots; ++j) {
+      const int u = u0 + lane + 32 * j;
+      int64_t idx = -1;
+      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
+        if (table != nullptr) {
+          const int blk = __ldg(table + (u >> p.block_shift));
+          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
+        } else {
+          idx = p.ring ? u % p.capacity : u;
+        }
+      }
+      off[j] = idx < 0 ? -1 : idx * pos_stride;
+    }
+    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
+#pragma unroll
+    for (int r = pw; r < BN; r += 4) {
+      const int64_t o = __shfl_sync(0xffffffffu, off[r / 32], r % 32);
+      const bool valid = o >= 0;
+      const int64_t src = valid ? o : 0;
+#pragma unroll
+      for (int c = lane; c < D / 8; c += 32) {
+        const uint32_t dst = SwizzledChunk<BN>(r, c);
+        CpAsync16(ks + dst, kg + src + c * 8, valid);
+        CpAsync16(vs + dst, vg + src + c * 8, valid);
+      }
+    }
+    CpAsyncMbarArrive(SmemAddr(&full_bar[s]));
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();  // nothing in flight when the warp exits
+}
+
+
+// Sixteen E4M3 codes as sixteen bf16 values, exactly. Each code's sign and
+// 7 magnitude bits go where bf16 keeps them (the 4 exponent bits as the low
+// bits of bf16's exponent field, the 3 mantissa bits at the top of its
+// mantissa), which reads as the value times 2^-120; one bf16x2 multiply by
+// 2^120 restores it (exact: 4 significant bits, and bf16 multiplies keep
+// the subnormals where E4M3's subnormals land). The NaN codes (S.1111.111)
+// come out as +-480; the cache never holds them.
+__device__ __forceinline__ uint32_t E4m3PairToBf16x2(uint32_t placed) {
+  const uint32_t bits = (placed & 0x80008000u) | ((placed >> 4) & 0x07F007F0u);
+  __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&bits);
+  const uint32_t two120 = 0x7B807B80u;  // 2^120 in both halves
+  v = __hmul2(v, *reinterpret_cast<const __nv_bfloat162*>(&two120));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ void E4m3x16ToBf16(const uint32_t (&codes)[4], uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    // bytes 0, 1 (then 2, 3) of the word into the high bytes of two halves
+    const uint32_t a = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x1404u));
+    const uint32_t b = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x3424u));
+    uint32_t(&out)[4] = w < 2 ? lo : hi;
+    out[(w & 1) * 2] = a;
+    out[(w & 1) * 2 + 1] = b;
+  }
+}
+
+__device__ __forceinline__ void LdShared128(uint32_t addr, uint32_t (&v)[4]) {
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(addr));
+}
+__device__ __forceinline__ void StShared128(uint32_t addr, const uint32_t (&v)[4]) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
+// Named barriers of the E4M3 build (1-3 are the consumers'): the consumers
+// have read the Q sub-tiles that become staging; the producers' own.
+constexpr int kQFreedBarrier = 4, kProducerBarrier = 5;
+
+// The producer over an E4M3 cache: per tile, the codes of BN keys' K and V
+// go by cp.async into staging ([BN][D] bytes, 16-byte chunk c of row r at
+// chunk c ^ (r % 8) so both passes are free of bank conflicts), then, once
+// the consumers release the stage, the four producer warps widen them into
+// the stage's bf16 tiles in the layout HopperProduce writes. The consumers
+// see the same operands as over a bf16 cache holding the E4M3 values.
+template <class H>
+__device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
+                                                  uint32_t staging, uint64_t* full_bar, uint64_t* empty_bar, int pw,
+                                                  int lane) {
+  constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES;
+  constexpr int kChunks = D / 16;  // 16-byte chunks of one key's codes
+  constexpr int kRowSlots = (BN + 31) / 32;
+  static_assert(kChunks >= 8 && (BN * kChunks) % 128 == 0 && (BN / 8) * (kChunks / 4) % 4 == 0, "tile split");
+  const int64_t pos_stride = static_cast<int64_t>(p.num_kv_heads) * D;  // bytes
+  const int64_t head_off = (static_cast<int64_t>(b.slot) * p.capacity * p.num_kv_heads + b.kv_head) * D;
+  const uint8_t* kg = reinterpret_cast<const uint8_t*>(p.k) + head_off;
+  const uint8_t* vg = reinterpret_cast<const uint8_t*>(p.v) + head_off;
+  const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
+  const int block_mask = (1 << p.block_shift) - 1;
+  const uint32_t k_codes = staging, v_codes = staging + H::kStagingV;
+  NamedBarrierSync(kQFreedBarrier, H::kThreads);
+  for (int tile = 0; tile < b.num_tiles; ++tile) {
+    const int s = tile % STAGES;
+    const int u0 = b.tile_lo + tile * BN;
+    int64_t off[kRowSlots];  // as HopperProduce: lane l finds keys l, l + 32, ...; -1: zero-fill
+#pragma unroll
+    for (int j = 0; j < kRowSlots; ++j) {
+      const int u = u0 + lane + 32 * j;
+      int64_t idx = -1;
+      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
+        if (table != nullptr) {
+          const int blk = __ldg(table + (u >> p.block_shift));
+          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
+        } else {
+          idx = p.ring ? u % p.capacity : u;
+        }
+      }
+      off[j] = idx < 0 ? -1 : idx * pos_stride;
+    }
+    // Codes to staging; a warp's 32 chunks lie in one 32-key run of `off`.
+#pragma unroll
+    for (int i0 = 0; i0 < BN * kChunks; i0 += 128) {
+      const int i = i0 + pw * 32 + lane, r = i / kChunks, c = i % kChunks;
+      int64_t mine = off[0];
+#pragma unroll
+      for (int j = 1; j < kRowSlots; ++j)
+        if ((i0 + pw * 32) / kChunks / 32 == j) mine = off[j];
+      const int64_t o = __shfl_sync(0xffffffffu, mine, r % 32);
+      const bool valid = o >= 0;
+      const int64_t src = (valid ? o : 0) + c * 16;
+      const uint32_t dst = static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4));
+      CpAsync16(k_codes + dst, kg + src, valid);
+      CpAsync16(v_codes + dst, vg + src, valid);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+    NamedBarrierSync(kProducerBarrier, 128);  // every producer's codes have landed
+    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
+    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
+    // Lane l widens chunk c0 + l / 8 of key r0 + l % 8: eight keys per warp,
+    // so the swizzles spread both the reads and the writes over all banks.
+    // (Not unrolled: the producers run on 40 registers.)
+#pragma unroll 1
+    for (int u = pw; u < (BN / 8) * (kChunks / 4); u += 4) {
+      const int r = (u % (BN / 8)) * 8 + (lane & 7), c = (u / (BN / 8)) * 4 + (lane >> 3);
+      const uint32_t src = static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4));
+      const uint32_t lo_at = SwizzledChunk<BN>(r, 2 * c), hi_at = SwizzledChunk<BN>(r, 2 * c + 1);
+      uint32_t codes[4], lo[4], hi[4];
+      LdShared128(k_codes + src, codes);
+      E4m3x16ToBf16(codes, lo, hi);
+      StShared128(ks + lo_at, lo);
+      StShared128(ks + hi_at, hi);
+      LdShared128(v_codes + src, codes);
+      E4m3x16ToBf16(codes, lo, hi);
+      StShared128(vs + lo_at, lo);
+      StShared128(vs + hi_at, hi);
+    }
+    FenceProxyAsyncShared();  // the bf16 tiles are read by wgmma (async proxy)
+    MbarArrive(SmemAddr(&full_bar[s]));
+    NamedBarrierSync(kProducerBarrier, 128);  // staging read by every producer before the next codes land
+  }
+}
+
+}  // namespace gemma::kernels::attention
