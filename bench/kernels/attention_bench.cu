@@ -226,7 +226,10 @@ struct DecodeResult {
 // `batch` sequences (slot i each) at `depth`; a slot holds `capacity`
 // positions (global: 128K + 1 at batch 1; sliding: a ring of the window);
 // fp8: an E4M3 cache.
-DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, int batch = 1, bool fp8 = false) {
+// blocks_per_sm: 0 splits as the engine does; else as if a multiprocessor
+// held that many decode blocks.
+DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, int batch = 1, bool fp8 = false,
+                         int blocks_per_sm = 0) {
   const bool ring = L.window > 0;
   const size_t kv_elems = static_cast<size_t>(batch) * capacity * L.num_kv_heads * L.head_dim;
   const size_t q_elems = static_cast<size_t>(batch) * L.num_heads * L.head_dim;
@@ -251,7 +254,12 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
   int* slot = DeviceInts(slots);
   int* offsets = DeviceInts(offsets_h);
   int* pos0 = DeviceInts(pos0_h);
-  const int splits = gemma::kernels::DecodeNumSplits(batch, L.num_kv_heads, num_sms);
+  // As the engine splits (engine/cuda/model_forward.cc): global layers fill
+  // every block slot of the multiprocessors.
+  const int per_sm = blocks_per_sm > 0  ? blocks_per_sm
+                     : L.window == 0    ? gemma::kernels::DecodeBlocksPerSm(L.head_dim, fp8)
+                                        : 1;
+  const int splits = gemma::kernels::DecodeNumSplits(batch, L.num_kv_heads, num_sms, per_sm);
   void* ws = DeviceAlloc<char>(
       std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(batch, L.num_heads, L.head_dim, splits)));
   AttentionParams p;
@@ -300,10 +308,14 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
   for (const Layer* L : {&kGlobal, &kSliding}) {
     const int capacity = L->window > 0 ? L->window : depth;
     for (bool fp8 : {false, true}) {
-      const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8);
-      std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
-                  r.num_splits, r.aware_us, r.aware_gbs);
-      std::fflush(stdout);
+      // The engine's split count, then (where it differs) one block per multiprocessor.
+      for (int per_sm : {0, 1}) {
+        if (per_sm == 1 && (L->window > 0 || gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8) == 1)) continue;
+        const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8, per_sm);
+        std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
+                    r.num_splits, r.aware_us, r.aware_gbs);
+        std::fflush(stdout);
+      }
     }
   }
   return 0;

@@ -62,20 +62,26 @@ absl::Status ModelForward::Allocate(int t) {
                                                 config_->vocab_size * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(ids_.Allocate(max_logit_rows_ * sizeof(int32_t)));
   size_t ws = 256;
+  // The cache's dtype is set when the pools are allocated, after this: room
+  // for the split counts of both.
   for (int b = 1; b <= layout_.max_seqs; ++b) {
     for (const LayerSpec& s : config_->layers) {
-      ws = std::max(ws, kernels::DecodeWorkspaceBytes(layout_.max_seqs, config_->num_heads,
-                                                      config_->max_head_dim(),
-                                                      DecodeSplits(b, s.num_kv_heads)));
+      for (bool fp8 : {false, true})
+        ws = std::max(ws, kernels::DecodeWorkspaceBytes(b, config_->num_heads, config_->max_head_dim(),
+                                                        DecodeSplits(b, s, fp8)));
     }
   }
   GEMMA_STATUS_RETURN_IF_ERROR(attn_workspace_.Allocate(ws));
   return absl::OkStatus();
 }
 
-int ModelForward::DecodeSplits(int num_seqs, int num_kv_heads) const {
+// Global layers (no window: keys grow with the context) fill every block slot
+// of the multiprocessors; a sliding layer's 1 024 keys split in one block per
+// multiprocessor already.
+int ModelForward::DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const {
   if (decode_splits_ > 0) return decode_splits_;
-  return kernels::DecodeNumSplits(num_seqs, num_kv_heads, num_sms_);
+  const int per_sm = s.is_global() ? kernels::DecodeBlocksPerSm(s.head_dim, kv_fp8) : 1;
+  return kernels::DecodeNumSplits(num_seqs, s.num_kv_heads, num_sms_, per_sm);
 }
 
 void ModelForward::EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
@@ -175,7 +181,7 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.num_blocks = kv.num_blocks;
   if (shape.max_q_len == 1) {
     return KernelStatus(kernels::LaunchDecodeAttention(
-        ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s.num_kv_heads), stream));
+        ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s, cache_->fp8()), stream));
   }
   auto tile = tuner_->PrefillAttentionTile(ap, stream);
   if (!tile.ok()) return tile.status();

@@ -65,7 +65,7 @@ class ModelForward {
   absl::Status EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream);
   // Split-K partitions of decode attention: fixed per batch size, so a
   // captured graph serves every depth.
-  int DecodeSplits(int num_seqs, int num_kv_heads) const;
+  int DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
   // also writes its E4M3 codes and per-token scales when the linear (m x k

@@ -95,7 +95,12 @@ size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_s
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace,
                                   int num_splits, cudaStream_t stream);
 // A split count that fills `num_sms` multiprocessors for this batch: fixed per
-// batch size, so one captured graph serves every depth.
-int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms);
+// batch size, so one captured graph serves every depth. blocks_per_sm: how
+// many decode blocks one multiprocessor runs at once (DecodeBlocksPerSm).
+int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_sm = 1);
+// Decode blocks of head_dim's kernel one multiprocessor holds: 1 for the bf16
+// cache; the E4M3 builds at head_dim >= 256 are sized for 2 (512) or 4 (256)
+// so that their shorter pipelines still keep HBM busy.
+int DecodeBlocksPerSm(int head_dim, bool kv_fp8);
 
 }  // namespace gemma::kernels

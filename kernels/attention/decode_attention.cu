@@ -85,10 +85,16 @@ size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_s
   return static_cast<size_t>(max_seqs) * num_heads * num_splits * (head_dim + 4) * sizeof(float);
 }
 
-int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms) {
+int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_sm) {
   // Rounded down: a second, partial wave would cost as much as the first.
   const int blocks = std::max(1, num_seqs) * std::max(1, num_kv_heads);
-  return std::clamp(std::max(1, num_sms) / blocks, 1, 64);
+  return std::clamp(std::max(1, num_sms) * std::max(1, blocks_per_sm) / blocks, 1, 128);
+}
+
+int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
+  if (!kv_fp8) return 1;
+  const attention::KernelTable* own = attention::TableForHeadDim(head_dim);
+  return own != nullptr ? std::max(1, own->decode.fp8_blocks_per_sm) : 1;
 }
 
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace, int num_splits,

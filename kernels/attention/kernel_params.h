@@ -49,6 +49,7 @@ struct KernelEntry {
   // the bf16 build.
   cudaError_t (*setup_fp8)() = nullptr;
   void (*launch_fp8)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
+  int fp8_blocks_per_sm = 1;  // blocks of the E4M3 build one multiprocessor holds
 };
 
 struct KernelTable {

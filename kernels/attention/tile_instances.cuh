@@ -57,6 +57,7 @@ template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int
 void AddFp8Build(KernelEntry& e) {
   e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
   e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
+  e.fp8_blocks_per_sm = MINB;
 }
 
 // kFp8Too: also an E4M3-cache build of the same configuration; only the

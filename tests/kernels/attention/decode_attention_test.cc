@@ -42,6 +42,20 @@ class DecodeAttentionTest : public ::testing::Test {
   }
 };
 
+// The split count fills every block slot: one decode block per
+// multiprocessor over a bf16 cache, the E4M3 builds' 2 (D = 512) or 4
+// (D = 256); never below 1 or above 128 splits.
+TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
+  EXPECT_EQ(DecodeBlocksPerSm(512, false), 1);
+  EXPECT_EQ(DecodeBlocksPerSm(512, true), 2);
+  EXPECT_EQ(DecodeBlocksPerSm(256, true), 4);
+  EXPECT_EQ(DecodeBlocksPerSm(64, true), 1);
+  EXPECT_EQ(DecodeNumSplits(1, 4, 132), 33);
+  EXPECT_EQ(DecodeNumSplits(1, 4, 132, 2), 66);
+  EXPECT_EQ(DecodeNumSplits(64, 4, 132, 2), 1);
+  EXPECT_EQ(DecodeNumSplits(1, 1, 132, 4), 128);
+}
+
 TEST_F(DecodeAttentionTest, Global31BGqa8) {
   AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
   c.capacity = 2048;
