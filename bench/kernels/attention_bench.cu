@@ -8,6 +8,8 @@
 //     global layer, a 2048-token chunk at depth 126976 as gemma-bench's 128K
 //     prefill runs it), no autotuning, no decode: one table row per (layer,
 //     tokens, configuration) with tok/s, TFLOP/s and the ratio to the default.
+//   attention-bench --configs-e4m3 [TOKENS,...]
+//     the same over an E4M3 cache, for the configurations built for it.
 //   attention-bench --batch-decode B DEPTH
 //     decode of B sequences at DEPTH (as a serving step at concurrency B),
 //     both layers, bf16 and E4M3 caches: us per layer call and GB/s of
@@ -124,7 +126,8 @@ struct PrefillResult {
 // One prefill problem: a sequence of `tokens` queries from position `pos0`
 // (its earlier keys already cached), random data.
 struct PrefillProblem {
-  PrefillProblem(const Layer& L, int tokens, int pos0 = 0);
+  // fp8: K / V as random E4M3 codes (kv_fp8).
+  PrefillProblem(const Layer& L, int tokens, int pos0 = 0, bool fp8 = false);
   PrefillProblem(const PrefillProblem&) = delete;
   PrefillProblem& operator=(const PrefillProblem&) = delete;
   ~PrefillProblem() {
@@ -137,18 +140,28 @@ struct PrefillProblem {
   }
 
   const Layer& layer;
-  __nv_bfloat16 *q, *k, *v, *out;
+  __nv_bfloat16 *q, *out;
+  void *k, *v;
   int *slot, *offsets, *pos0;
   double keys = 0;  // sum over queries of keys attended
   AttentionParams p;
 };
 
-PrefillProblem::PrefillProblem(const Layer& L, int tokens, int first_pos) : layer(L) {
+PrefillProblem::PrefillProblem(const Layer& L, int tokens, int first_pos, bool fp8) : layer(L) {
   const size_t q_elems = static_cast<size_t>(tokens) * L.num_heads * L.head_dim;
   const size_t kv_elems = static_cast<size_t>(first_pos + tokens) * L.num_kv_heads * L.head_dim;
   q = RandomBf16(q_elems, 1, 0.5f);
-  k = RandomBf16(kv_elems, 2, 1.f);
-  v = RandomBf16(kv_elems, 3, 1.f);
+  if (fp8) {
+    k = DeviceAlloc<unsigned char>(kv_elems);
+    v = DeviceAlloc<unsigned char>(kv_elems);
+    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(k), kv_elems, 2);
+    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(v), kv_elems, 3);
+    CHECK_CUDA(cudaGetLastError());
+  } else {
+    k = RandomBf16(kv_elems, 2, 1.f);
+    v = RandomBf16(kv_elems, 3, 1.f);
+  }
+  p.kv_fp8 = fp8;
   out = DeviceAlloc<__nv_bfloat16>(q_elems);
   slot = DeviceInts({0});
   offsets = DeviceInts({0, tokens});
@@ -167,7 +180,7 @@ PrefillProblem::PrefillProblem(const Layer& L, int tokens, int first_pos) : laye
 // 2048-token chunk at depth 126K as gemma-bench's chunked 128K prefill runs
 // it ("c2048@126976"); the largest sizes get one timed run (the smaller ones
 // already warmed every kernel up).
-int BenchConfigs(const std::vector<int>& sizes) {
+int BenchConfigs(const std::vector<int>& sizes, bool fp8) {
   std::printf("%-20s %13s %-18s %12s %8s %9s\n", "prefill", "tokens", "config", "tok/s", "TFLOP/s",
               "vs default");
   struct Shape {
@@ -185,9 +198,9 @@ int BenchConfigs(const std::vector<int>& sizes) {
     const std::string label =
         sh.pos0 > 0 ? "c" + std::to_string(tokens) + "@" + std::to_string(sh.pos0)
                     : std::to_string(tokens);
-    PrefillProblem prob(*L, tokens, sh.pos0);
+    PrefillProblem prob(*L, tokens, sh.pos0, fp8);
     const int reps = tokens >= 131072 ? 1 : tokens >= 32768 || sh.pos0 > 0 ? 3 : 7;
-    const std::vector<std::string> names = gemma::kernels::PrefillAttentionConfigs(L->head_dim);
+    const std::vector<std::string> names = gemma::kernels::PrefillAttentionConfigs(L->head_dim, fp8);
     float default_ms = 0;
     for (size_t i = 0; i < names.size(); ++i) {
       auto launch = [&] {
@@ -347,7 +360,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     return BenchBatchDecode(batch, depth, prop.multiProcessorCount);
   }
-  if (argc > 1 && std::string(argv[1]) == "--configs") {
+  if (argc > 1 && (std::string(argv[1]) == "--configs" || std::string(argv[1]) == "--configs-e4m3")) {
     std::vector<int> sizes;
     if (argc > 2) {
       for (const char* c = argv[2]; *c != '\0';) {
@@ -362,7 +375,7 @@ int main(int argc, char** argv) {
     } else {
       sizes = {8192, 32768, 131072};
     }
-    return BenchConfigs(sizes);
+    return BenchConfigs(sizes, std::string(argv[1]) == "--configs-e4m3");
   }
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   cudaDeviceProp prop{};

@@ -140,92 +140,95 @@ __device__ __forceinline__ void StShared128(uint32_t addr, const uint32_t (&v)[4
                : "memory");
 }
 
-// Named barriers of the E4M3 build (1-3 are the consumers'): the consumers
-// have read the Q sub-tiles that become staging; the producers' own.
-constexpr int kQFreedBarrier = 4, kProducerBarrier = 5;
+// The named barrier of the E4M3 build (1-3 are the consumers'): the
+// consumers have read the Q sub-tiles that become staging.
+constexpr int kQFreedBarrier = 4;
 
-// The producer over an E4M3 cache: per tile, the codes of BN keys' K and V
-// go by cp.async into staging ([BN][D] bytes, 16-byte chunk c of row r at
-// chunk c ^ (r % 8) so both passes are free of bank conflicts), then, once
-// the consumers release the stage, the four producer warps widen them into
-// the stage's bf16 tiles in the layout HopperProduce writes. The consumers
-// see the same operands as over a bf16 cache holding the E4M3 values.
+// The E4M3 cache's rows of key `u` (its offset in bytes), or -1: outside the
+// keys that exist, or in a released block (zero-filled).
+__device__ __forceinline__ int64_t E4m3KeyOffset(const KernelParams& p, const BlockRange& b, const int* table, int u,
+                                                 int64_t pos_stride) {
+  if (u < b.valid_lo || u >= b.valid_hi) return -1;
+  int64_t idx;
+  if (table != nullptr) {
+    const int blk = __ldg(table + (u >> p.block_shift));
+    if (blk < 0) return -1;
+    idx = (static_cast<int64_t>(blk) << p.block_shift) + (u & ((1 << p.block_shift) - 1));
+  } else {
+    idx = p.ring ? u % p.capacity : u;
+  }
+  return idx * pos_stride;
+}
+
+// The producer over an E4M3 cache. Staging holds one tile of K codes and one
+// of V ([BN][D] bytes each; 16-byte chunk c of key r at chunk c ^ (r % 8)).
+// Each producer thread owns the same chunks of every tile (lane l of a warp:
+// key r0 + l % 8, chunk c0 + l / 8, so that its 32 lanes cover eight keys
+// and both the staging reads and the swizzled bf16 writes spread over all
+// banks): it copies them in with cp.async and widens them itself, so no
+// producer waits for another. K of tile t + 1 loads while V of tile t is
+// widened, and V of t + 1 while the stage waits for the consumers.
 template <class H>
 __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
                                                   uint32_t staging, uint64_t* full_bar, uint64_t* empty_bar, int pw,
                                                   int lane) {
   constexpr int D = H::D, BN = H::BN, STAGES = H::STAGES;
-  constexpr int kChunks = D / 16;  // 16-byte chunks of one key's codes
-  constexpr int kRowSlots = (BN + 31) / 32;
-  static_assert(kChunks >= 8 && (BN * kChunks) % 128 == 0 && (BN / 8) * (kChunks / 4) % 4 == 0, "tile split");
+  constexpr int kChunks = D / 16;                    // 16-byte chunks of one key's codes
+  constexpr int kUnits = (BN / 8) * (kChunks / 4);  // 32-chunk units of a tile
+  static_assert(kChunks >= 8 && kUnits % 4 == 0, "tile split");
   const int64_t pos_stride = static_cast<int64_t>(p.num_kv_heads) * D;  // bytes
   const int64_t head_off = (static_cast<int64_t>(b.slot) * p.capacity * p.num_kv_heads + b.kv_head) * D;
-  const uint8_t* kg = reinterpret_cast<const uint8_t*>(p.k) + head_off;
-  const uint8_t* vg = reinterpret_cast<const uint8_t*>(p.v) + head_off;
+  const uint8_t* cache[2] = {reinterpret_cast<const uint8_t*>(p.k) + head_off,
+                             reinterpret_cast<const uint8_t*>(p.v) + head_off};
   const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
-  const int block_mask = (1 << p.block_shift) - 1;
-  const uint32_t k_codes = staging, v_codes = staging + H::kStagingV;
-  NamedBarrierSync(kQFreedBarrier, H::kThreads);
-  for (int tile = 0; tile < b.num_tiles; ++tile) {
-    const int s = tile % STAGES;
-    const int u0 = b.tile_lo + tile * BN;
-    int64_t off[kRowSlots];  // as HopperProduce: lane l finds keys l, l + 32, ...; -1: zero-fill
-#pragma unroll
-    for (int j = 0; j < kRowSlots; ++j) {
-      const int u = u0 + lane + 32 * j;
-      int64_t idx = -1;
-      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
-        if (table != nullptr) {
-          const int blk = __ldg(table + (u >> p.block_shift));
-          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
-        } else {
-          idx = p.ring ? u % p.capacity : u;
-        }
-      }
-      off[j] = idx < 0 ? -1 : idx * pos_stride;
-    }
-    // Codes to staging; a warp's 32 chunks lie in one 32-key run of `off`.
-#pragma unroll
-    for (int i0 = 0; i0 < BN * kChunks; i0 += 128) {
-      const int i = i0 + pw * 32 + lane, r = i / kChunks, c = i % kChunks;
-      int64_t mine = off[0];
-#pragma unroll
-      for (int j = 1; j < kRowSlots; ++j)
-        if ((i0 + pw * 32) / kChunks / 32 == j) mine = off[j];
-      const int64_t o = __shfl_sync(0xffffffffu, mine, r % 32);
-      const bool valid = o >= 0;
-      const int64_t src = (valid ? o : 0) + c * 16;
-      const uint32_t dst = static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4));
-      CpAsync16(k_codes + dst, kg + src, valid);
-      CpAsync16(v_codes + dst, vg + src, valid);
+  const uint32_t codes_at[2] = {staging, staging + H::kStagingV};
+  auto key = [&](int u) { return (u % (BN / 8)) * 8 + (lane & 7); };
+  auto chunk = [&](int u) { return (u / (BN / 8)) * 4 + (lane >> 3); };
+  auto issue = [&](int tile, int kv) {  // this thread's chunks of tile's K (0) or V (1) into staging
+#pragma unroll 1
+    for (int u = pw; u < kUnits; u += 4) {
+      const int r = key(u), c = chunk(u);
+      const int64_t o = E4m3KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
+      CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
+                cache[kv] + (o >= 0 ? o : 0) + c * 16, o >= 0);
     }
     CpAsyncCommit();
-    CpAsyncWait<0>();
-    NamedBarrierSync(kProducerBarrier, 128);  // every producer's codes have landed
-    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
-    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
-    // Lane l widens chunk c0 + l / 8 of key r0 + l % 8: eight keys per warp,
-    // so the swizzles spread both the reads and the writes over all banks.
-    // (Not unrolled: the producers run on 40 registers.)
+  };
+  auto widen = [&](uint32_t tile_smem, int kv) {  // staging -> bf16 tile
 #pragma unroll 1
-    for (int u = pw; u < (BN / 8) * (kChunks / 4); u += 4) {
-      const int r = (u % (BN / 8)) * 8 + (lane & 7), c = (u / (BN / 8)) * 4 + (lane >> 3);
-      const uint32_t src = static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4));
-      const uint32_t lo_at = SwizzledChunk<BN>(r, 2 * c), hi_at = SwizzledChunk<BN>(r, 2 * c + 1);
+    for (int u = pw; u < kUnits; u += 4) {
+      const int r = key(u), c = chunk(u);
       uint32_t codes[4], lo[4], hi[4];
-      LdShared128(k_codes + src, codes);
+      LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes);
       E4m3x16ToBf16(codes, lo, hi);
-      StShared128(ks + lo_at, lo);
-      StShared128(ks + hi_at, hi);
-      LdShared128(v_codes + src, codes);
-      E4m3x16ToBf16(codes, lo, hi);
-      StShared128(vs + lo_at, lo);
-      StShared128(vs + hi_at, hi);
+      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c), lo);
+      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + 1), hi);
     }
+  };
+  NamedBarrierSync(kQFreedBarrier, H::kThreads);
+  if (b.num_tiles > 0) {
+    issue(0, 0);
+    issue(0, 1);
+  }
+  for (int tile = 0; tile < b.num_tiles; ++tile) {
+    const int s = tile % STAGES;
+    const bool next = tile + 1 < b.num_tiles;
+    const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
+    if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
+    CpAsyncWait<1>();  // K of this tile (V still in flight)
+    widen(ks, 0);
+    if (next) issue(tile + 1, 0);
+    if (next) {
+      CpAsyncWait<1>();  // V of this tile (K of the next in flight)
+    } else {
+      CpAsyncWait<0>();
+    }
+    widen(vs, 1);
+    if (next) issue(tile + 1, 1);
     FenceProxyAsyncShared();  // the bf16 tiles are read by wgmma (async proxy)
     MbarArrive(SmemAddr(&full_bar[s]));
-    NamedBarrierSync(kProducerBarrier, 128);  // staging read by every producer before the next codes land
   }
+  CpAsyncWait<0>();  // nothing in flight when the warp exits
 }
 
 }  // namespace gemma::kernels::attention
