@@ -105,10 +105,12 @@ __device__ __forceinline__ void HopperProduce(const KernelParams& p, const Block
   CpAsyncWait<0>();  // nothing in flight when the warp exits
 }
 
-// E4M3 codes as bf16 values, exactly. Each code's sign and 7 magnitude bits
-// go where bf16 keeps them (the 4 exponent bits as the low bits of bf16's
-// exponent field, the 3 mantissa bits at the top of its mantissa), which
-// reads as the value times 2^-120; one bf16x2 multiply by 2^120 restores it (exact: 4 significant bits, and bf16 multiplies keep
+
+// Sixteen E4M3 codes as sixteen bf16 values, exactly. Each code's sign and
+// 7 magnitude bits go where bf16 keeps them (the 4 exponent bits as the low
+// bits of bf16's exponent field, the 3 mantissa bits at the top of its
+// mantissa), which reads as the value times 2^-120; one bf16x2 multiply by
+// 2^120 restores it (exact: 4 significant bits, and bf16 multiplies keep
 // the subnormals where E4M3's subnormals land). The NaN codes (S.1111.111)
 // come out as +-480; the cache never holds them.
 __device__ __forceinline__ uint32_t E4m3PairToBf16x2(uint32_t placed) {
@@ -118,14 +120,16 @@ __device__ __forceinline__ uint32_t E4m3PairToBf16x2(uint32_t placed) {
   v = __hmul2(v, *reinterpret_cast<const __nv_bfloat162*>(&two120));
   return *reinterpret_cast<const uint32_t*>(&v);
 }
-
-// Eight codes (two words, the lowest byte first) as eight bf16 values.
-__device__ __forceinline__ void E4m3x8ToBf16(uint32_t w0, uint32_t w1, uint32_t (&out)[4]) {
-  // bytes 0, 1 (then 2, 3) of a word into the high bytes of two halves
-  out[0] = E4m3PairToBf16x2(__byte_perm(w0, 0u, 0x1404u));
-  out[1] = E4m3PairToBf16x2(__byte_perm(w0, 0u, 0x3424u));
-  out[2] = E4m3PairToBf16x2(__byte_perm(w1, 0u, 0x1404u));
-  out[3] = E4m3PairToBf16x2(__byte_perm(w1, 0u, 0x3424u));
+__device__ __forceinline__ void E4m3x16ToBf16(const uint32_t (&codes)[4], uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    // bytes 0, 1 (then 2, 3) of the word into the high bytes of two halves
+    const uint32_t a = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x1404u));
+    const uint32_t b = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x3424u));
+    uint32_t(&out)[4] = w < 2 ? lo : hi;
+    out[(w & 1) * 2] = a;
+    out[(w & 1) * 2 + 1] = b;
+  }
 }
 
 __device__ __forceinline__ void LdShared128(uint32_t addr, uint32_t (&v)[4]) {
@@ -180,45 +184,25 @@ __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const B
   const uint32_t codes_at[2] = {staging, staging + H::kStagingV};
   auto key = [&](int u) { return (u % (BN / 8)) * 8 + (lane & 7); };
   auto chunk = [&](int u) { return (u / (BN / 8)) * 4 + (lane >> 3); };
-  // Four units at a time, so that their table reads, copies and shared
-  // loads overlap (the producers have 40 registers: no more).
-  constexpr int kGroup = 4, kPerThread = kUnits / 4;
-  static_assert(kPerThread % kGroup == 0, "units per thread");
   auto issue = [&](int tile, int kv) {  // this thread's chunks of tile's K (0) or V (1) into staging
 #pragma unroll 1
-    for (int g = 0; g < kPerThread; g += kGroup) {
-      int64_t o[kGroup];
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i)
-        o[i] = E4m3KeyOffset(p, b, table, b.tile_lo + tile * BN + key(pw + 4 * (g + i)), pos_stride);
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
-        CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
-                  cache[kv] + (o[i] >= 0 ? o[i] : 0) + c * 16, o[i] >= 0);
-      }
+    for (int u = pw; u < kUnits; u += 4) {
+      const int r = key(u), c = chunk(u);
+      const int64_t o = E4m3KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
+      CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
+                cache[kv] + (o >= 0 ? o : 0) + c * 16, o >= 0);
     }
     CpAsyncCommit();
   };
   auto widen = [&](uint32_t tile_smem, int kv) {  // staging -> bf16 tile
 #pragma unroll 1
-    for (int g = 0; g < kPerThread; g += kGroup) {
-      uint32_t codes[kGroup][4];
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
-        LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // codes 0-7, then 8-15
-          uint32_t out[4];
-          E4m3x8ToBf16(codes[i][2 * half], codes[i][2 * half + 1], out);
-          StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + half), out);
-        }
-      }
+    for (int u = pw; u < kUnits; u += 4) {
+      const int r = key(u), c = chunk(u);
+      uint32_t codes[4], lo[4], hi[4];
+      LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes);
+      E4m3x16ToBf16(codes, lo, hi);
+      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c), lo);
+      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + 1), hi);
     }
   };
   NamedBarrierSync(kQFreedBarrier, H::kThreads);
