@@ -4,8 +4,9 @@
 #                        $GEMMA_NCCL_LIBRARY) with one rank, the one-shot peer
 #                        kernel with 1/2/4 ranks sharing GPU 0, eager and from
 #                        graphs; with 2 GPUs both across GPUs 0 and 1
-#   2. gpu_tp_test       the TP backend with 2 and 4 ranks sharing GPU 0 (and
-#                        on GPUs 0,1 / 0..3 when visible) vs the fortunes golden
+#   2. gpu_tp_test       the TP backend on GPUs 0,1 / 0..3 when visible (and,
+#                        with GEMMA_TP_SHARED_GPU=1, 2 and 4 ranks sharing
+#                        GPU 0, which can deadlock) vs the fortunes golden
 #                        and the one-GPU backend; greedy ids from decode graphs
 #   3. allreduce-bench   per-size latency: NCCL vs the one-shot kernel
 # The decode and throughput targets run through `serve` with TP=2 (see
