@@ -72,7 +72,8 @@ PY
 # of $CONFIGS (default "bf16:auto fp8:fp8") a server is started with
 # --max-context $MAX_CONTEXT (default 131328) and every length of $LENGTHS
 # (default "16000 32000 64000 100000 120000") is sent once, each within
-# $REQUEST_TIMEOUT seconds (default 200).
+# $REQUEST_TIMEOUT seconds (default 200), seeded by its length: prompts that
+# share a prefix would be served from the prefix cache.
 cmd_long_context() {
   autotune_in_out
   local configs=(${CONFIGS:-bf16:auto fp8:fp8})
@@ -102,7 +103,7 @@ cmd_long_context() {
     for len in "${lengths[@]}"; do
       json="$out/ttft_${weights}_${kv}_${len}.json"
       timeout ${REQUEST_TIMEOUT:-200} "$bundle/bin/gemma-loadgen" --addr 127.0.0.1:$port --concurrency 1 \
-        --num-requests 1 --warmup-requests 0 --input-len "$len" --output-len 64 --ignore-eos \
+        --num-requests 1 --warmup-requests 0 --input-len "$len" --output-len 64 --ignore-eos --seed "$len" \
         --timeout-s ${REQUEST_TIMEOUT:-200} --json "$json" > "$out/ttft_${weights}_${kv}_${len}.txt" 2>&1
       rc=$?
       rows+=("$(python3 - "$json" "$weights" "$kv" "$len" "$rc" "$startup" "$cap" <<'PY'
