@@ -79,6 +79,16 @@ __nv_bfloat16* RandomBf16(size_t n, uint32_t seed, float range) {
   return p;
 }
 
+// `n` random cache entries in a new device buffer: E4M3 codes
+// (FillRandomE4m3) or bf16 values in [-1, 1].
+void* RandomCache(size_t n, uint32_t seed, bool fp8) {
+  if (!fp8) return RandomBf16(n, seed, 1.f);
+  unsigned char* x = DeviceAlloc<unsigned char>(n);
+  FillRandomE4m3<<<1024, 256>>>(x, n, seed);
+  CHECK_CUDA(cudaGetLastError());
+  return x;
+}
+
 int* DeviceInts(const std::vector<int>& v) {
   int* p = DeviceAlloc<int>(v.size());
   CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(int), cudaMemcpyHostToDevice));
@@ -151,16 +161,8 @@ PrefillProblem::PrefillProblem(const Layer& L, int tokens, int first_pos, bool f
   const size_t q_elems = static_cast<size_t>(tokens) * L.num_heads * L.head_dim;
   const size_t kv_elems = static_cast<size_t>(first_pos + tokens) * L.num_kv_heads * L.head_dim;
   q = RandomBf16(q_elems, 1, 0.5f);
-  if (fp8) {
-    k = DeviceAlloc<unsigned char>(kv_elems);
-    v = DeviceAlloc<unsigned char>(kv_elems);
-    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(k), kv_elems, 2);
-    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(v), kv_elems, 3);
-    CHECK_CUDA(cudaGetLastError());
-  } else {
-    k = RandomBf16(kv_elems, 2, 1.f);
-    v = RandomBf16(kv_elems, 3, 1.f);
-  }
+  k = RandomCache(kv_elems, 2, fp8);
+  v = RandomCache(kv_elems, 3, fp8);
   p.kv_fp8 = fp8;
   out = DeviceAlloc<__nv_bfloat16>(q_elems);
   slot = DeviceInts({0});
@@ -247,17 +249,8 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
   const size_t kv_elems = static_cast<size_t>(batch) * capacity * L.num_kv_heads * L.head_dim;
   const size_t q_elems = static_cast<size_t>(batch) * L.num_heads * L.head_dim;
   __nv_bfloat16* q = RandomBf16(q_elems, 4, 0.5f);
-  void *k, *v;
-  if (fp8) {
-    k = DeviceAlloc<unsigned char>(kv_elems);
-    v = DeviceAlloc<unsigned char>(kv_elems);
-    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(k), kv_elems, 5);
-    FillRandomE4m3<<<1024, 256>>>(static_cast<unsigned char*>(v), kv_elems, 6);
-    CHECK_CUDA(cudaGetLastError());
-  } else {
-    k = RandomBf16(kv_elems, 5, 1.f);
-    v = RandomBf16(kv_elems, 6, 1.f);
-  }
+  void* k = RandomCache(kv_elems, 5, fp8);
+  void* v = RandomCache(kv_elems, 6, fp8);
   __nv_bfloat16* out = DeviceAlloc<__nv_bfloat16>(q_elems);
   std::vector<int> slots(batch), offsets_h(batch + 1), pos0_h(batch, depth - 1);
   for (int i = 0; i <= batch; ++i) {
