@@ -9,8 +9,8 @@
 // them (only the embedding stays bf16; such passes then dequantize a matrix
 // per call into the linear's scratch).
 // A W4A16 (compressed-tensors) checkpoint's matrices are not quantized: their
-// codes and scales, read as Q4_0 blocks on the host (ReadInt4Blocks), go into
-// the row layout as they are (quant::PackForDevice) and through the same
+// codes and scales go into the row layout as they are, rearranged on the host
+// straight from the mapped checkpoint (ReadInt4ForDevice), and through the same
 // tiling; the modules its quantization_config ignores stay bf16 (and so does
 // the bf16 arena).
 #include <spdlog/spdlog.h>
@@ -80,19 +80,19 @@ absl::StatusOr<DeviceMatrix> UploadPacked(const DeviceMatrix& m, int64_t n, int 
   const int64_t row_bytes = kernels::W4PaddedK(k) / 2, row_groups = kernels::W4PaddedK(k) / kGroup;
   int64_t row = 0;
   for (const PackedInt4Ref* part : parts) {
-    auto blocks = ReadInt4Blocks(*part);
-    if (!blocks.ok()) return blocks.status();
-    if (blocks->cols != k || blocks->group != kGroup || row + blocks->rows > n) {
+    auto device = ReadInt4ForDevice(*part);
+    if (!device.ok()) return device.status();
+    const quant::W4DeviceMatrix& d = *device;
+    if (d.cols != k || d.group != kGroup || row + d.rows > n) {
       return absl::InternalError("int4: a pack-quantized part does not fit its fused matrix");
     }
-    const quant::W4DeviceMatrix d = quant::PackForDevice(*blocks);
     // In stream order before the tiling; from pageable memory the call
     // returns once `d` has been staged, so it may go out of scope.
     GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch + row * row_bytes, d.packed.data(), d.packed.size(),
                                                cudaMemcpyHostToDevice, stream));
     GEMMA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(row_scales + row * row_groups, d.scales.data(),
                                                d.scales.size() * 2, cudaMemcpyHostToDevice, stream));
-    row += blocks->rows;
+    row += d.rows;
   }
   if (row != n) return absl::InternalError("int4: the pack-quantized parts do not fill their fused matrix");
   return TileInto(m, n, k, arena, at, scratch, keep_bf16, stream);

@@ -102,6 +102,12 @@ absl::StatusOr<quant::Int4Matrix> ReadInt4Blocks(const PackedInt4Ref& ref) {
   return quant::ToQ4_0Blocks(std::move(m));
 }
 
+absl::StatusOr<quant::W4DeviceMatrix> ReadInt4ForDevice(const PackedInt4Ref& ref) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(ref.packed.data());
+  return quant::PackQuantizedForDevice({bytes, static_cast<size_t>(ref.packed.info->num_elements()) * 4},
+                                       ToFloatVector(ref.scale), ref.rows, ref.cols, ref.group);
+}
+
 std::vector<float> LinearToFloat(const TensorRef& weight, const PackedInt4Ref& packed) {
   if (!packed.present()) return ToFloatVector(weight);
   // BindPackedInt4 checked everything UnpackPackQuantized refuses.

@@ -26,4 +26,8 @@ absl::StatusOr<PackedInt4Ref> BindPackedInt4(const Checkpoint& checkpoint, const
 // A bound layer's codes and scales as Q4_0 blocks (group 32).
 absl::StatusOr<quant::Int4Matrix> ReadInt4Blocks(const PackedInt4Ref& ref);
 
+// The same, straight into the device layout (quant::PackQuantizedForDevice:
+// read from the mapped checkpoint, no byte-per-code copy, rows over threads).
+absl::StatusOr<quant::W4DeviceMatrix> ReadInt4ForDevice(const PackedInt4Ref& ref);
+
 }  // namespace gemma

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -136,8 +138,12 @@ absl::Status CheckFp16Scales(std::span<const float> scales, int64_t groups_per_r
   return absl::OkStatus();
 }
 
-absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, std::span<const float> scales,
-                                               int64_t rows, int64_t cols, int group) {
+namespace {
+
+// UnpackPackQuantized's and PackQuantizedForDevice's checks of the shapes,
+// the group and the scales (`num_words` packed int32 words).
+absl::Status CheckPackQuantized(int64_t num_words, std::span<const float> scales, int64_t rows, int64_t cols,
+                                int group) {
   if (group != 32 && group != 128) {
     return absl::InvalidArgumentError(absl::StrCat("pack-quantized: group_size ", group, " (supported: 32, 128)"));
   }
@@ -147,8 +153,8 @@ absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, 
   }
   const int64_t words = (cols + 7) / 8;
   const int64_t groups = (cols + group - 1) / group;
-  if (static_cast<int64_t>(packed.size()) != rows * words) {
-    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_packed has ", packed.size(),
+  if (num_words != rows * words) {
+    return absl::InvalidArgumentError(absl::StrCat("pack-quantized: weight_packed has ", num_words,
                                                    " words, expected [", rows, ", ", words, "]"));
   }
   if (static_cast<int64_t>(scales.size()) != rows * groups) {
@@ -158,6 +164,22 @@ absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, 
   if (absl::Status s = CheckFp16Scales(scales, groups); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("pack-quantized: ", s.message()));
   }
+  return absl::OkStatus();
+}
+
+// The low nibbles of x's four bytes (x & 0x0F0F0F0F), in order, as 16 bits.
+uint32_t CompactNibbles(uint32_t x) {
+  x = (x | (x >> 4)) & 0x00FF00FFu;
+  return (x | (x >> 8)) & 0x0000FFFFu;
+}
+
+}  // namespace
+
+absl::StatusOr<Int4Matrix> UnpackPackQuantized(std::span<const int32_t> packed, std::span<const float> scales,
+                                               int64_t rows, int64_t cols, int group) {
+  if (absl::Status s = CheckPackQuantized(static_cast<int64_t>(packed.size()), scales, rows, cols, group); !s.ok())
+    return s;
+  const int64_t words = (cols + 7) / 8;
   Int4Matrix m;
   m.rows = rows;
   m.cols = cols;
@@ -230,6 +252,54 @@ W4DeviceMatrix PackForDevice(const Int4Matrix& m) {
       if (g < m.groups_per_row()) d.scales[static_cast<size_t>(r * dev_groups + g)] = m.scales[static_cast<size_t>(r * m.groups_per_row() + g)];
     }
   }
+  return d;
+}
+
+absl::StatusOr<W4DeviceMatrix> PackQuantizedForDevice(std::span<const uint8_t> packed_words,
+                                                      std::span<const float> scales, int64_t rows, int64_t cols,
+                                                      int group, int threads) {
+  if (packed_words.size() % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack-quantized: weight_packed has ", packed_words.size(), " bytes, not whole int32 words"));
+  }
+  if (absl::Status s = CheckPackQuantized(static_cast<int64_t>(packed_words.size() / 4), scales, rows, cols, group);
+      !s.ok())
+    return s;
+  W4DeviceMatrix d;
+  d.rows = rows;
+  d.cols = cols;
+  d.kpad = (cols + kW4SuperK - 1) / kW4SuperK * kW4SuperK;
+  d.group = kQ4BlockSize;
+  const int64_t row_bytes = d.kpad / 2, dev_groups = d.kpad / kQ4BlockSize;
+  const int64_t words = cols / 8, blocks = cols / kQ4BlockSize, groups = (cols + group - 1) / group;
+  const int per = group / kQ4BlockSize;
+  d.packed.resize(static_cast<size_t>(rows * row_bytes));
+  d.scales.assign(static_cast<size_t>(rows * dev_groups), 0);
+  auto convert = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* row = d.packed.data() + r * row_bytes;
+      const uint8_t* in = packed_words.data() + r * words * 4;
+      for (int64_t w = 0; w < words; ++w) {
+        uint32_t word;
+        std::memcpy(&word, in + 4 * w, 4);
+        // Nibble e (column 8 w + e) to nibble W4NibbleOf(e): the even ones,
+        // in order, to the low half, the odd ones to the high half.
+        const uint32_t out = CompactNibbles(word & 0x0F0F0F0Fu) | (CompactNibbles((word >> 4) & 0x0F0F0F0Fu) << 16);
+        std::memcpy(row + W4WordOffset(w / 4, static_cast<int>(w % 4)), &out, 4);
+      }
+      const uint32_t eights = 0x88888888u;  // padding columns: code 8 (zero) under scale 0
+      for (int64_t g = blocks; g < dev_groups; ++g)
+        for (int t = 0; t < 4; ++t) std::memcpy(row + W4WordOffset(g, t), &eights, 4);
+      for (int64_t b = 0; b < blocks; ++b)
+        d.scales[static_cast<size_t>(r * dev_groups + b)] = FloatToHalf(scales[static_cast<size_t>(r * groups + b / per)]);
+    }
+  };
+  const int64_t hw = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const int n = static_cast<int>(std::clamp<int64_t>(hw, 1, std::max<int64_t>(1, rows / 64)));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < n; ++i) pool.emplace_back(convert, rows * i / n, rows * (i + 1) / n);
+  convert(0, rows / n);
+  for (std::thread& t : pool) t.join();
   return d;
 }
 

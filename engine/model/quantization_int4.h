@@ -96,6 +96,16 @@ struct W4DeviceMatrix {
 };
 W4DeviceMatrix PackForDevice(const Int4Matrix& m);
 
+// A pack-quantized matrix (as UnpackPackQuantized takes it, the words as
+// little-endian bytes at any alignment) straight into the device layout with
+// group-32 scales: the result of PackForDevice(ToQ4_0Blocks(
+// UnpackPackQuantized(...))) without the byte-per-code form, since each
+// packed word holds the 8 codes of one device word in another nibble order.
+// Rows are split over `threads` threads (0: one per hardware thread).
+absl::StatusOr<W4DeviceMatrix> PackQuantizedForDevice(std::span<const uint8_t> packed_words,
+                                                      std::span<const float> scales, int64_t rows, int64_t cols,
+                                                      int group, int threads = 0);
+
 // Byte offset of (group g's word t) inside a packed device row, and the nibble
 // that holds element e (0..7) of that word: the layout's two rules, shared
 // with the device quantizer's tests.

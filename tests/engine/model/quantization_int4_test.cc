@@ -242,6 +242,48 @@ TEST(DeviceLayoutTest, EveryCodeAndScaleIsWhereTheKernelsReadIt) {
   }
 }
 
+// The loader's direct path (packed words to the device layout, rows over
+// threads, words at any alignment) gives exactly what the byte-per-code path
+// gives: unpack, Q4_0 blocks, device layout.
+TEST(DeviceLayoutTest, PackQuantizedForDeviceEqualsTheUnpackedPath) {
+  for (int group : {32, 128}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{3, 160}, {130, 384}, {257, 96}}) {
+      std::mt19937 rng(static_cast<uint32_t>(group + rows + cols));
+      std::vector<int32_t> words(static_cast<size_t>(rows * cols / 8));
+      for (int32_t& w : words) w = static_cast<int32_t>(rng());
+      std::vector<float> scales(static_cast<size_t>(rows * ((cols + group - 1) / group)));
+      for (float& x : scales) x = HalfToFloat(FloatToHalf(0.001f * static_cast<float>(1 + rng() % 200) - 0.05f));
+      auto unpacked = UnpackPackQuantized(words, scales, rows, cols, group);
+      ASSERT_TRUE(unpacked.ok()) << unpacked.status();
+      const W4DeviceMatrix want = PackForDevice(ToQ4_0Blocks(*std::move(unpacked)));
+      std::vector<uint8_t> bytes(words.size() * 4 + 1);  // one byte in: unaligned words
+      std::memcpy(bytes.data() + 1, words.data(), words.size() * 4);
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE("group " + std::to_string(group) + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                     "] threads " + std::to_string(threads));
+        auto got = PackQuantizedForDevice({bytes.data() + 1, words.size() * 4}, scales, rows, cols, group, threads);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->rows, want.rows);
+        EXPECT_EQ(got->cols, want.cols);
+        EXPECT_EQ(got->kpad, want.kpad);
+        EXPECT_EQ(got->group, want.group);
+        EXPECT_EQ(got->packed, want.packed);
+        EXPECT_EQ(got->scales, want.scales);
+      }
+    }
+  }
+  std::vector<uint8_t> bytes(2 * 32 * 4 + 2, 0x88);
+  std::vector<float> scales(2 * 2, 0.5f);
+  EXPECT_THAT(std::string(PackQuantizedForDevice(bytes, scales, 2, 256, 128).status().message()),
+              HasSubstr("258 bytes, not whole int32 words"));
+  bytes.resize(2 * 32 * 4);
+  EXPECT_THAT(std::string(PackQuantizedForDevice(bytes, scales, 2, 256, 32).status().message()),
+              HasSubstr("weight_scale has 4 values, expected [2, 8]"));
+  scales[2] = std::nanf("");
+  EXPECT_THAT(std::string(PackQuantizedForDevice(bytes, scales, 2, 256, 128).status().message()),
+              HasSubstr("weight_scale[1, 0] = nan is not finite"));
+}
+
 TEST(QuantizationConfigTest, AcceptsW4A16AndRefusesOtherVariantsByName) {
   auto config = [](const std::string& weights, const std::string& extra = "") {
     return R"({"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",)" + extra +
