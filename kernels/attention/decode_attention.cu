@@ -88,7 +88,9 @@ size_t DecodeWorkspaceBytes(int max_seqs, int num_heads, int head_dim, int num_s
 int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_sm) {
   // Rounded down: a second, partial wave would cost as much as the first.
   const int blocks = std::max(1, num_seqs) * std::max(1, num_kv_heads);
-  return std::clamp(std::max(1, num_sms) * std::max(1, blocks_per_sm) / blocks, 1, 128);
+  // At most 64 splits per block slot of a multiprocessor, 128 in all.
+  const int per_sm = std::max(1, blocks_per_sm);
+  return std::clamp(std::max(1, num_sms) * per_sm / blocks, 1, std::min(64 * per_sm, 128));
 }
 
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {

@@ -44,7 +44,7 @@ class DecodeAttentionTest : public ::testing::Test {
 
 // The split count fills every block slot: one decode block per
 // multiprocessor over a bf16 cache, the E4M3 builds' 2 (D = 512) or 4
-// (D = 256); never below 1 or above 128 splits.
+// (D = 256); never below 1, above 64 per block slot or above 128 splits.
 TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
   EXPECT_EQ(DecodeBlocksPerSm(512, false), 1);
   EXPECT_EQ(DecodeBlocksPerSm(512, true), 2);
@@ -54,6 +54,8 @@ TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
   EXPECT_EQ(DecodeNumSplits(1, 4, 132, 2), 66);
   EXPECT_EQ(DecodeNumSplits(64, 4, 132, 2), 1);
   EXPECT_EQ(DecodeNumSplits(1, 1, 132, 4), 128);
+  EXPECT_EQ(DecodeNumSplits(1, 1, 132), 64);
+  EXPECT_EQ(DecodeNumSplits(1, 2, 132), 64);
 }
 
 TEST_F(DecodeAttentionTest, Global31BGqa8) {
