@@ -55,6 +55,24 @@ __device__ __forceinline__ uint32_t SwizzledChunk(int r, int c) {
   return static_cast<uint32_t>((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
+// Where key `u`'s row of the block's KV head starts in the cache (in
+// elements: bf16 values or E4M3 bytes), or -1: outside the keys that exist,
+// or in a released block (its tile row is zero-filled). The slot, ring and
+// paged addressing of the tile kernel.
+__device__ __forceinline__ int64_t KeyOffset(const KernelParams& p, const BlockRange& b, const int* table, int u,
+                                             int64_t pos_stride) {
+  if (u < b.valid_lo || u >= b.valid_hi) return -1;
+  int64_t idx;
+  if (table != nullptr) {
+    const int blk = __ldg(table + (u >> p.block_shift));
+    if (blk < 0) return -1;
+    idx = (static_cast<int64_t>(blk) << p.block_shift) + (u & ((1 << p.block_shift) - 1));
+  } else {
+    idx = p.ring ? u % p.capacity : u;
+  }
+  return idx * pos_stride;
+}
+
 template <class H>
 __device__ __forceinline__ void HopperProduce(const KernelParams& p, const BlockRange& b, uint32_t kv_smem,
                                               uint64_t* full_bar, uint64_t* empty_bar, int pw, int lane) {
@@ -65,7 +83,6 @@ __device__ __forceinline__ void HopperProduce(const KernelParams& p, const Block
   const __nv_bfloat16* kg = p.k + head_off;
   const __nv_bfloat16* vg = p.v + head_off;
   const int* table = p.block_tables ? p.block_tables + p.table_offsets[b.seq] : nullptr;
-  const int block_mask = (1 << p.block_shift) - 1;
   for (int tile = 0; tile < b.num_tiles; ++tile) {
     const int s = tile % STAGES;
     if (tile >= STAGES) MbarWait(SmemAddr(&empty_bar[s]), ((tile / STAGES) - 1) & 1);
@@ -73,19 +90,8 @@ __device__ __forceinline__ void HopperProduce(const KernelParams& p, const Block
     // Lane l finds the cache rows of keys l, l + 32, ...; -1: zero-fill.
     int64_t off[kRowSlots];
 #pragma unroll
-    for (int j = 0; j < kRowSlots; ++j) {
-      const int u = u0 + lane + 32 * j;
-      int64_t idx = -1;
-      if (lane + 32 * j < BN && u >= b.valid_lo && u < b.valid_hi) {
-        if (table != nullptr) {
-          const int blk = __ldg(table + (u >> p.block_shift));
-          idx = blk >= 0 ? (static_cast<int64_t>(blk) << p.block_shift) + (u & block_mask) : -1;
-        } else {
-          idx = p.ring ? u % p.capacity : u;
-        }
-      }
-      off[j] = idx < 0 ? -1 : idx * pos_stride;
-    }
+    for (int j = 0; j < kRowSlots; ++j)
+      off[j] = lane + 32 * j < BN ? KeyOffset(p, b, table, u0 + lane + 32 * j, pos_stride) : -1;
     const uint32_t ks = kv_smem + static_cast<uint32_t>(s * 2 * H::kKvBytes), vs = ks + H::kKvBytes;
 #pragma unroll
     for (int r = pw; r < BN; r += 4) {
@@ -144,22 +150,6 @@ __device__ __forceinline__ void StShared128(uint32_t addr, const uint32_t (&v)[4
 // consumers have read the Q sub-tiles that become staging.
 constexpr int kQFreedBarrier = 4;
 
-// The E4M3 cache's rows of key `u` (its offset in bytes), or -1: outside the
-// keys that exist, or in a released block (zero-filled).
-__device__ __forceinline__ int64_t E4m3KeyOffset(const KernelParams& p, const BlockRange& b, const int* table, int u,
-                                                 int64_t pos_stride) {
-  if (u < b.valid_lo || u >= b.valid_hi) return -1;
-  int64_t idx;
-  if (table != nullptr) {
-    const int blk = __ldg(table + (u >> p.block_shift));
-    if (blk < 0) return -1;
-    idx = (static_cast<int64_t>(blk) << p.block_shift) + (u & ((1 << p.block_shift) - 1));
-  } else {
-    idx = p.ring ? u % p.capacity : u;
-  }
-  return idx * pos_stride;
-}
-
 // The producer over an E4M3 cache. Staging holds one tile of K codes and one
 // of V ([BN][D] bytes each; 16-byte chunk c of key r at chunk c ^ (r % 8)).
 // Each producer thread owns the same chunks of every tile (lane l of a warp:
@@ -188,7 +178,7 @@ __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const B
 #pragma unroll 1
     for (int u = pw; u < kUnits; u += 4) {
       const int r = key(u), c = chunk(u);
-      const int64_t o = E4m3KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
+      const int64_t o = KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
       CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
                 cache[kv] + (o >= 0 ? o : 0) + c * 16, o >= 0);
     }
