@@ -111,17 +111,14 @@ __device__ __forceinline__ void HopperProduce(const KernelParams& p, const Block
   CpAsyncWait<0>();  // nothing in flight when the warp exits
 }
 
-
-// Sixteen E4M3 codes (four words, the lowest byte first) as sixteen f16
-// values, exactly (every E4M3 value, subnormals included, is an f16 value):
-// one cvt.rn.f16x2.e4m3x2 per two codes.
-__device__ __forceinline__ void E4m3x16ToF16(const uint32_t (&codes)[4], uint32_t (&lo)[4], uint32_t (&hi)[4]) {
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    uint32_t(&out)[4] = w < 2 ? lo : hi;
-    out[(w & 1) * 2] = E4m3x2ToF16x2(codes[w]);
-    out[(w & 1) * 2 + 1] = E4m3x2ToF16x2(codes[w] >> 16);
-  }
+// Eight E4M3 codes (two words, the lowest byte first) as eight f16 values,
+// exactly (every E4M3 value, subnormals included, is an f16 value): one
+// cvt.rn.f16x2.e4m3x2 per two codes.
+__device__ __forceinline__ void E4m3x8ToF16(uint32_t w0, uint32_t w1, uint32_t (&out)[4]) {
+  out[0] = E4m3x2ToF16x2(w0);
+  out[1] = E4m3x2ToF16x2(w0 >> 16);
+  out[2] = E4m3x2ToF16x2(w1);
+  out[3] = E4m3x2ToF16x2(w1 >> 16);
 }
 
 __device__ __forceinline__ void LdShared128(uint32_t addr, uint32_t (&v)[4]) {
@@ -160,25 +157,46 @@ __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const B
   const uint32_t codes_at[2] = {staging, staging + H::kStagingV};
   auto key = [&](int u) { return (u % (BN / 8)) * 8 + (lane & 7); };
   auto chunk = [&](int u) { return (u / (BN / 8)) * 4 + (lane >> 3); };
+  // Several units at a time, so that their table reads, copies and shared
+  // loads overlap: four, or two at D = 256 (four spill there: the producers
+  // have 40 registers).
+  constexpr int kGroup = D >= 512 ? 4 : 2, kPerThread = kUnits / 4;
+  static_assert(kPerThread % kGroup == 0, "units per thread");
   auto issue = [&](int tile, int kv) {  // this thread's chunks of tile's K (0) or V (1) into staging
 #pragma unroll 1
-    for (int u = pw; u < kUnits; u += 4) {
-      const int r = key(u), c = chunk(u);
-      const int64_t o = KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
-      CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
-                cache[kv] + (o >= 0 ? o : 0) + c * 16, o >= 0);
+    for (int g = 0; g < kPerThread; g += kGroup) {
+      int64_t o[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        o[i] = KeyOffset(p, b, table, b.tile_lo + tile * BN + key(pw + 4 * (g + i)), pos_stride);
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+        CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
+                  cache[kv] + (o[i] >= 0 ? o[i] : 0) + c * 16, o[i] >= 0);
+      }
     }
     CpAsyncCommit();
   };
   auto widen = [&](uint32_t tile_smem, int kv) {  // staging -> f16 tile
 #pragma unroll 1
-    for (int u = pw; u < kUnits; u += 4) {
-      const int r = key(u), c = chunk(u);
-      uint32_t codes[4], lo[4], hi[4];
-      LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes);
-      E4m3x16ToF16(codes, lo, hi);
-      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c), lo);
-      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + 1), hi);
+    for (int g = 0; g < kPerThread; g += kGroup) {
+      uint32_t codes[kGroup][4];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+        LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // codes 0-7, then 8-15
+          uint32_t out[4];
+          E4m3x8ToF16(codes[i][2 * half], codes[i][2 * half + 1], out);
+          StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + half), out);
+        }
+      }
     }
   };
   NamedBarrierSync(kQFreedBarrier, H::kThreads);
