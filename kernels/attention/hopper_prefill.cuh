@@ -135,6 +135,11 @@ __device__ __forceinline__ void HopperSoftmax(float (&x)[H::BN / 2], float (&row
   }
 }
 
+// The E4M3 build packs P as f16 2^8 times larger (and divides the output
+// back), so that f16 keeps weights down to 2^-32 of the row maximum instead
+// of flushing those below 2^-24 (P <= 1: 256 is far from f16's 65504).
+constexpr float kF16PScale = 256.f;
+
 template <class H>
 __device__ __forceinline__ void HopperConsume(const KernelParams& p, const BlockRange& b, uint32_t smem,
                                               float4* xch, uint64_t* full_bar, uint64_t* empty_bar) {
@@ -211,7 +216,7 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        a[kk][q] = H::F8 ? PackF16(x[8 * kk + 2 * q], x[8 * kk + 2 * q + 1])
+        a[kk][q] = H::F8 ? PackF16(x[8 * kk + 2 * q] * kF16PScale, x[8 * kk + 2 * q + 1] * kF16PScale)
                          : PackBf16(x[8 * kk + 2 * q], x[8 * kk + 2 * q + 1]);
     FenceRegs(o);
     WgmmaFence();
@@ -236,7 +241,7 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int r = rg * 64 + warp * 16 + (lane >> 2) + 8 * h;
     if (r >= b.num_tokens) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const float inv = sum > 0.f ? (H::F8 ? 1.f / kF16PScale : 1.f) / sum : 0.f;
     __nv_bfloat16* out =
         p.out + (static_cast<int64_t>(b.q_begin + b.token0 + r) * p.num_heads + b.head0) * D + dp * 256 + 2 * (lane & 3);
 #pragma unroll
