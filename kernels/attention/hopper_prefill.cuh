@@ -39,7 +39,10 @@
 // cp.async.mbarrier.arrive.noinc (128 arrivals); consumers release it on
 // empty[s] (8 arrivals, lane 0 of every consumer warp) after their P V.
 // Over an E4M3 cache (F8 builds, QR >= 8) the producers stage the codes and
-// widen them to bf16 (hopper_produce.cuh), so the consumers run unchanged.
+// widen them to f16 (hopper_produce.cuh, one conversion per two codes), and
+// the consumers multiply f16: Q converted in shared memory once per block
+// (exact for RMS-normalized queries), P packed as f16 (3 more mantissa bits
+// than bf16), the same wgmma shapes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -71,6 +74,16 @@ __device__ __forceinline__ void HopperLoadQ(const KernelParams& p, const BlockRa
   }
   CpAsyncCommit();
   CpAsyncWait<0>();
+  if constexpr (H::F8) {  // the E4M3 build multiplies f16: each thread converts the chunks it copied
+    for (int i = t; i < 64 * 32; i += 128) {
+      const uint32_t at = q_smem + SwizzledChunk<H::kBM>(rg * 64 + i / 32, dp * 32 + i % 32);
+      uint32_t v[4];
+      LdShared128(at, v);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[j] = Bf16x2ToF16x2(v[j]);
+      StShared128(at, v);
+    }
+  }
   FenceProxyAsyncShared();  // Q is read by wgmma (async proxy)
 }
 
@@ -122,6 +135,11 @@ __device__ __forceinline__ void HopperSoftmax(float (&x)[H::BN / 2], float (&row
   }
 }
 
+// The E4M3 build packs P as f16 2^8 times larger (and divides the output
+// back), so that f16 keeps weights down to 2^-32 of the row maximum instead
+// of flushing those below 2^-24 (P <= 1: 256 is far from f16's 65504).
+constexpr float kF16PScale = 256.f;
+
 template <class H>
 __device__ __forceinline__ void HopperConsume(const KernelParams& p, const BlockRange& b, uint32_t smem,
                                               float4* xch, uint64_t* full_bar, uint64_t* empty_bar) {
@@ -162,10 +180,17 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     for (int k = 0; k < 16; ++k) {  // 256 dims, 16 per step
       const uint32_t qa = q_base + (k >> 2) * (kBM * 128) + (k & 3) * 32;
       const uint32_t kb = ks + (dp * 4 + (k >> 2)) * (BN * 128) + (k & 3) * 32;
-      if (k < H::QR)
-        WgmmaBf16RSK<BN>(x, qf[k < H::QR ? k : 0], SmemDescSw128(kb), k > 0);
-      else
-        WgmmaBf16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
+      if constexpr (H::F8) {
+        if (k < H::QR)
+          WgmmaF16RSK<BN>(x, qf[k < H::QR ? k : 0], SmemDescSw128(kb), k > 0);
+        else
+          WgmmaF16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
+      } else {
+        if (k < H::QR)
+          WgmmaBf16RSK<BN>(x, qf[k < H::QR ? k : 0], SmemDescSw128(kb), k > 0);
+        else
+          WgmmaBf16SS<BN>(x, SmemDescSw128(qa), SmemDescSw128(kb), k > 0);
+      }
     }
     WgmmaCommit();
     WgmmaWait<0>();
@@ -186,16 +211,23 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     HopperMask<H>(p, b, b.tile_lo + tile * BN, row_pos, lane, x);
     HopperSoftmax<H>(x, row_max, row_sum, o);
 
-    uint32_t a[BN / 16][4];  // P (bf16) as the A fragments of the k16 steps
+    uint32_t a[BN / 16][4];  // P (bf16, or f16 in the E4M3 build) as the A fragments of the k16 steps
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) a[kk][q] = PackBf16(x[8 * kk + 2 * q], x[8 * kk + 2 * q + 1]);
+      for (int q = 0; q < 4; ++q)
+        a[kk][q] = H::F8 ? PackF16(x[8 * kk + 2 * q] * kF16PScale, x[8 * kk + 2 * q + 1] * kF16PScale)
+                         : PackBf16(x[8 * kk + 2 * q], x[8 * kk + 2 * q + 1]);
     FenceRegs(o);
     WgmmaFence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      WgmmaBf16RS<256>(o, a[kk], SmemDescSw128Mn(vs + dp * 4 * (BN * 128) + kk * 16 * 128, BN * 128), 1);
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t vb = SmemDescSw128Mn(vs + dp * 4 * (BN * 128) + kk * 16 * 128, BN * 128);
+      if constexpr (H::F8)
+        WgmmaF16RS<256>(o, a[kk], vb, 1);
+      else
+        WgmmaBf16RS<256>(o, a[kk], vb, 1);
+    }
     WgmmaCommit();
     WgmmaWait<0>();
     FenceRegs(o);
@@ -209,7 +241,7 @@ __device__ __forceinline__ void HopperConsume(const KernelParams& p, const Block
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int r = rg * 64 + warp * 16 + (lane >> 2) + 8 * h;
     if (r >= b.num_tokens) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const float inv = sum > 0.f ? (H::F8 ? 1.f / kF16PScale : 1.f) / sum : 0.f;
     __nv_bfloat16* out =
         p.out + (static_cast<int64_t>(b.q_begin + b.token0 + r) * p.num_heads + b.head0) * D + dp * 256 + 2 * (lane & 3);
 #pragma unroll

@@ -2,7 +2,7 @@
 // the kernel's shape, the swizzled tile layout, and the two producers that
 // fill a stage's K and V tiles: cp.async from a bf16 cache, and, over an
 // E4M3 cache, cp.async of the codes into staging then an exact widening to
-// bf16 in shared memory.
+// f16 in shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -111,31 +111,14 @@ __device__ __forceinline__ void HopperProduce(const KernelParams& p, const Block
   CpAsyncWait<0>();  // nothing in flight when the warp exits
 }
 
-
-// Sixteen E4M3 codes as sixteen bf16 values, exactly. Each code's sign and
-// 7 magnitude bits go where bf16 keeps them (the 4 exponent bits as the low
-// bits of bf16's exponent field, the 3 mantissa bits at the top of its
-// mantissa), which reads as the value times 2^-120; one bf16x2 multiply by
-// 2^120 restores it (exact: 4 significant bits, and bf16 multiplies keep
-// the subnormals where E4M3's subnormals land). The NaN codes (S.1111.111)
-// come out as +-480; the cache never holds them.
-__device__ __forceinline__ uint32_t E4m3PairToBf16x2(uint32_t placed) {
-  const uint32_t bits = (placed & 0x80008000u) | ((placed >> 4) & 0x07F007F0u);
-  __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&bits);
-  const uint32_t two120 = 0x7B807B80u;  // 2^120 in both halves
-  v = __hmul2(v, *reinterpret_cast<const __nv_bfloat162*>(&two120));
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ void E4m3x16ToBf16(const uint32_t (&codes)[4], uint32_t (&lo)[4], uint32_t (&hi)[4]) {
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    // bytes 0, 1 (then 2, 3) of the word into the high bytes of two halves
-    const uint32_t a = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x1404u));
-    const uint32_t b = E4m3PairToBf16x2(__byte_perm(codes[w], 0u, 0x3424u));
-    uint32_t(&out)[4] = w < 2 ? lo : hi;
-    out[(w & 1) * 2] = a;
-    out[(w & 1) * 2 + 1] = b;
-  }
+// Eight E4M3 codes (two words, the lowest byte first) as eight f16 values,
+// exactly (every E4M3 value, subnormals included, is an f16 value): one
+// cvt.rn.f16x2.e4m3x2 per two codes.
+__device__ __forceinline__ void E4m3x8ToF16(uint32_t w0, uint32_t w1, uint32_t (&out)[4]) {
+  out[0] = E4m3x2ToF16x2(w0);
+  out[1] = E4m3x2ToF16x2(w0 >> 16);
+  out[2] = E4m3x2ToF16x2(w1);
+  out[3] = E4m3x2ToF16x2(w1 >> 16);
 }
 
 __device__ __forceinline__ void LdShared128(uint32_t addr, uint32_t (&v)[4]) {
@@ -150,11 +133,11 @@ __device__ __forceinline__ void StShared128(uint32_t addr, const uint32_t (&v)[4
 // consumers have read the Q sub-tiles that become staging.
 constexpr int kQFreedBarrier = 4;
 
-// The producer over an E4M3 cache. Staging holds one tile of K codes and one
+// The producer over an E4M3 cache: codes widened to f16. Staging holds one tile of K codes and one
 // of V ([BN][D] bytes each; 16-byte chunk c of key r at chunk c ^ (r % 8)).
 // Each producer thread owns the same chunks of every tile (lane l of a warp:
 // key r0 + l % 8, chunk c0 + l / 8, so that its 32 lanes cover eight keys
-// and both the staging reads and the swizzled bf16 writes spread over all
+// and both the staging reads and the swizzled f16 writes spread over all
 // banks): it copies them in with cp.async and widens them itself, so no
 // producer waits for another. K of tile t + 1 loads while V of tile t is
 // widened, and V of t + 1 while the stage waits for the consumers.
@@ -174,25 +157,46 @@ __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const B
   const uint32_t codes_at[2] = {staging, staging + H::kStagingV};
   auto key = [&](int u) { return (u % (BN / 8)) * 8 + (lane & 7); };
   auto chunk = [&](int u) { return (u / (BN / 8)) * 4 + (lane >> 3); };
+  // Several units at a time, so that their table reads, copies and shared
+  // loads overlap: four, or two at D = 256 (four spill there: the producers
+  // have 40 registers).
+  constexpr int kGroup = D >= 512 ? 4 : 2, kPerThread = kUnits / 4;
+  static_assert(kPerThread % kGroup == 0, "units per thread");
   auto issue = [&](int tile, int kv) {  // this thread's chunks of tile's K (0) or V (1) into staging
 #pragma unroll 1
-    for (int u = pw; u < kUnits; u += 4) {
-      const int r = key(u), c = chunk(u);
-      const int64_t o = KeyOffset(p, b, table, b.tile_lo + tile * BN + r, pos_stride);
-      CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
-                cache[kv] + (o >= 0 ? o : 0) + c * 16, o >= 0);
+    for (int g = 0; g < kPerThread; g += kGroup) {
+      int64_t o[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        o[i] = KeyOffset(p, b, table, b.tile_lo + tile * BN + key(pw + 4 * (g + i)), pos_stride);
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+        CpAsync16(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)),
+                  cache[kv] + (o[i] >= 0 ? o[i] : 0) + c * 16, o[i] >= 0);
+      }
     }
     CpAsyncCommit();
   };
-  auto widen = [&](uint32_t tile_smem, int kv) {  // staging -> bf16 tile
+  auto widen = [&](uint32_t tile_smem, int kv) {  // staging -> f16 tile
 #pragma unroll 1
-    for (int u = pw; u < kUnits; u += 4) {
-      const int r = key(u), c = chunk(u);
-      uint32_t codes[4], lo[4], hi[4];
-      LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes);
-      E4m3x16ToBf16(codes, lo, hi);
-      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c), lo);
-      StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + 1), hi);
+    for (int g = 0; g < kPerThread; g += kGroup) {
+      uint32_t codes[kGroup][4];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+        LdShared128(codes_at[kv] + static_cast<uint32_t>(r * D + ((c ^ (r & 7)) << 4)), codes[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        const int u = pw + 4 * (g + i), r = key(u), c = chunk(u);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // codes 0-7, then 8-15
+          uint32_t out[4];
+          E4m3x8ToF16(codes[i][2 * half], codes[i][2 * half + 1], out);
+          StShared128(tile_smem + SwizzledChunk<BN>(r, 2 * c + half), out);
+        }
+      }
     }
   };
   NamedBarrierSync(kQFreedBarrier, H::kThreads);
@@ -215,7 +219,7 @@ __device__ __forceinline__ void HopperProduceE4m3(const KernelParams& p, const B
     }
     widen(vs, 1);
     if (next) issue(tile + 1, 1);
-    FenceProxyAsyncShared();  // the bf16 tiles are read by wgmma (async proxy)
+    FenceProxyAsyncShared();  // the f16 tiles are read by wgmma (async proxy)
     MbarArrive(SmemAddr(&full_bar[s]));
   }
   CpAsyncWait<0>();  // nothing in flight when the warp exits

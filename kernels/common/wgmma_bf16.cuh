@@ -1,4 +1,4 @@
-// Hopper (sm_90a) bf16 warpgroup MMAs: m64nNk16 with both operands in shared
+// Hopper (sm_90a) bf16 and f16 warpgroup MMAs: m64nNk16 with both operands in shared
 // memory (K-major, 128-byte swizzle: SmemDescSw128 in wgmma.cuh) and with A
 // from registers and an MN-major B (SmemDescSw128Mn), plus the
 // shared-memory fences and barriers a warp-specialized kernel needs
@@ -35,9 +35,7 @@ __device__ __forceinline__ uint64_t SmemDescSw128Mn(uint32_t addr, uint32_t mn_s
 // Orders this thread's generic-proxy shared-memory accesses (stores, and
 // cp.async writes it has waited for) before later async-proxy ones (wgmma
 // operand reads).
-__device__ __forceinline__ void FenceProxyAsyncShared() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+__device__ __forceinline__ void FenceProxyAsyncShared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Named barrier `id` (1..15) among `threads` threads (a multiple of 32).
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
@@ -50,78 +48,131 @@ __device__ __forceinline__ void CpAsyncMbarArrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
-// d[N/2] = A (64 x 16 bf16 at a_desc, K-major) * B (16 x N bf16 at b_desc,
-// K-major) + (scale_d ? d : 0).
+// Each wrapper exists for bf16 and for f16 operands (the E4M3 KV cache is
+// widened to f16 exactly); the macros below take T, the PTX type of A and B.
+//
+// d[N/2] = A (64 x 16 at a_desc, K-major) * B (16 x N at b_desc, K-major)
+// + (scale_d ? d : 0).
 template <int N>
 __device__ __forceinline__ void WgmmaBf16SS(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc, int scale_d);
+template <int N>
+__device__ __forceinline__ void WgmmaF16SS(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc, int scale_d);
 
-// d[N/2] = A (64 x 16 bf16, registers) * B (16 x N bf16 at b_desc, MN-major)
+// d[N/2] = A (64 x 16, registers) * B (16 x N at b_desc, MN-major)
 // + (scale_d ? d : 0).
 template <int N>
 __device__ __forceinline__ void WgmmaBf16RS(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc, int scale_d);
+template <int N>
+__device__ __forceinline__ void WgmmaF16RS(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc, int scale_d);
 
-// The same with a K-major B (as WgmmaBf16SS's).
+// The same with a K-major B (as the SS wrappers').
 template <int N>
 __device__ __forceinline__ void WgmmaBf16RSK(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc, int scale_d);
+template <int N>
+__device__ __forceinline__ void WgmmaF16RSK(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc, int scale_d);
+
+#define GEMMA_WGMMA_SS32(T)                                 \
+  asm volatile(                                             \
+      "{\n.reg .pred p;\n"                                  \
+      "setp.ne.b32 p, %18, 0;\n"                            \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T \
+      " "                                                   \
+      "{" GEMMA_WGMMA_REGS16                                \
+      "}, "                                                 \
+      "%16, %17, p, 1, 1, 0, 0;\n}\n"                       \
+      : GEMMA_WGMMA_ACC16                                   \
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d))
+#define GEMMA_WGMMA_SS64(T)                                 \
+  asm volatile(                                             \
+      "{\n.reg .pred p;\n"                                  \
+      "setp.ne.b32 p, %34, 0;\n"                            \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T \
+      " "                                                   \
+      "{" GEMMA_WGMMA_REGS32                                \
+      "}, "                                                 \
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"                       \
+      : GEMMA_WGMMA_ACC32                                   \
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d))
+#define GEMMA_WGMMA_RS256(T)                                 \
+  asm volatile(                                              \
+      "{\n.reg .pred p;\n"                                   \
+      "setp.ne.b32 p, %133, 0;\n"                            \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T \
+      " "                                                    \
+      "{" GEMMA_WGMMA_REGS128                                \
+      "}, "                                                  \
+      "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"     \
+      : GEMMA_WGMMA_ACC128                                   \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
+#define GEMMA_WGMMA_RSK32(T)                                \
+  asm volatile(                                             \
+      "{\n.reg .pred p;\n"                                  \
+      "setp.ne.b32 p, %21, 0;\n"                            \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T \
+      " "                                                   \
+      "{" GEMMA_WGMMA_REGS16                                \
+      "}, "                                                 \
+      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"         \
+      : GEMMA_WGMMA_ACC16                                   \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
+#define GEMMA_WGMMA_RSK64(T)                                \
+  asm volatile(                                             \
+      "{\n.reg .pred p;\n"                                  \
+      "setp.ne.b32 p, %37, 0;\n"                            \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T \
+      " "                                                   \
+      "{" GEMMA_WGMMA_REGS32                                \
+      "}, "                                                 \
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"         \
+      : GEMMA_WGMMA_ACC32                                   \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
 
 template <>
 __device__ __forceinline__ void WgmmaBf16SS<32>(float (&d)[16], uint64_t a_desc, uint64_t b_desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{" GEMMA_WGMMA_REGS16 "}, "
-      "%16, %17, p, 1, 1, 0, 0;\n}\n"
-      : GEMMA_WGMMA_ACC16
-      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  GEMMA_WGMMA_SS32("bf16");
 }
-
+template <>
+__device__ __forceinline__ void WgmmaF16SS<32>(float (&d)[16], uint64_t a_desc, uint64_t b_desc, int scale_d) {
+  GEMMA_WGMMA_SS32("f16");
+}
 template <>
 __device__ __forceinline__ void WgmmaBf16SS<64>(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{" GEMMA_WGMMA_REGS32 "}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
-      : GEMMA_WGMMA_ACC32
-      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+  GEMMA_WGMMA_SS64("bf16");
 }
-
 template <>
-__device__ __forceinline__ void WgmmaBf16RS<256>(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %133, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{" GEMMA_WGMMA_REGS128 "}, "
-      "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-      : GEMMA_WGMMA_ACC128
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+__device__ __forceinline__ void WgmmaF16SS<64>(float (&d)[32], uint64_t a_desc, uint64_t b_desc, int scale_d) {
+  GEMMA_WGMMA_SS64("f16");
 }
-
+template <>
+__device__ __forceinline__ void WgmmaBf16RS<256>(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc,
+                                                 int scale_d) {
+  GEMMA_WGMMA_RS256("bf16");
+}
+template <>
+__device__ __forceinline__ void WgmmaF16RS<256>(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
+  GEMMA_WGMMA_RS256("f16");
+}
 template <>
 __device__ __forceinline__ void WgmmaBf16RSK<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{" GEMMA_WGMMA_REGS16 "}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-      : GEMMA_WGMMA_ACC16
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  GEMMA_WGMMA_RSK32("bf16");
 }
-
+template <>
+__device__ __forceinline__ void WgmmaF16RSK<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
+  GEMMA_WGMMA_RSK32("f16");
+}
 template <>
 __device__ __forceinline__ void WgmmaBf16RSK<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{" GEMMA_WGMMA_REGS32 "}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : GEMMA_WGMMA_ACC32
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  GEMMA_WGMMA_RSK64("bf16");
 }
+template <>
+__device__ __forceinline__ void WgmmaF16RSK<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
+  GEMMA_WGMMA_RSK64("f16");
+}
+
+#undef GEMMA_WGMMA_SS32
+#undef GEMMA_WGMMA_SS64
+#undef GEMMA_WGMMA_RS256
+#undef GEMMA_WGMMA_RSK32
+#undef GEMMA_WGMMA_RSK64
 
 }  // namespace gemma::kernels

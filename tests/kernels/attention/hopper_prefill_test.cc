@@ -2,12 +2,12 @@
 // float64 host reference: D = 512 (GQA 8, causal) and D = 256 (sliding
 // window), lengths on and off the 64 / 128-row and 32 / 64-key tiles,
 // chunked sequences, slot, ring and paged caches (scrambled blocks of 16
-// and 4, released blocks, NaN-filled pools); their E4M3-cache builds give
-// the bf16 build's very bits on E4M3 values.
+// and 4, released blocks, NaN-filled pools); their E4M3-cache builds (f16
+// products) are at least as close to the reference as the bf16 builds on
+// the same E4M3 values.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 
 #include "kernels/attention/attention.h"
 #include "tests/kernels/attention/attention_case.h"
@@ -103,10 +103,12 @@ TEST_F(HopperPrefillTest, SmallWindowsInsideATile) {
   }
 }
 
-// The E4M3 build widens the codes to bf16 exactly and then runs the bf16
-// consumers: same bits as the bf16 build over the same values (subnormal
-// codes included: |x| < 2^-6 among the uniform [-1, 1] draws).
-TEST_F(HopperPrefillTest, E4m3CacheGivesTheBf16BuildsBits) {
+// The E4M3 build widens the codes to f16 exactly and multiplies f16 (Q and P
+// keep 3 more mantissa bits than in bf16): no further from the float64
+// reference than the bf16 build over the same values (subnormal codes
+// included: |x| < 2^-6 among the uniform [-1, 1] draws). A wrong widening or
+// layout gives errors of order 1.
+TEST_F(HopperPrefillTest, E4m3CacheAsCloseAsTheBf16Build) {
   AttentionCase global{.head_dim = 512, .num_heads = 16, .num_kv_heads = 2, .capacity = 1100, .num_slots = 3};
   global.q_lens = {200, 1, 77};
   global.q_pos0 = {300, 0, 1000};
@@ -138,12 +140,11 @@ TEST_F(HopperPrefillTest, E4m3CacheGivesTheBf16BuildsBits) {
         ASSERT_EQ(LaunchPrefillAttentionWithConfig(fp8, name, nullptr), "");
         CUDA_OK(cudaDeviceSynchronize());
         const std::vector<float> got = prob.Output();
-        const ErrorReport r = Compare(got, ref);
+        const ErrorReport r = Compare(got, ref), r_bf16 = Compare(want, ref);
         EXPECT_EQ(r.num_not_finite, 0);
         EXPECT_LT(r.rel_error, kTolerance);
-        size_t differ = 0;
-        for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
-        EXPECT_EQ(differ, 0u) << "of " << got.size() << " outputs";
+        EXPECT_LE(r.rel_error, r_bf16.rel_error * 1.05) << "E4M3 build " << r.rel_error << " vs bf16 build "
+                                                         << r_bf16.rel_error;
       }
     }
   }
