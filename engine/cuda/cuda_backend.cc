@@ -141,7 +141,11 @@ absl::Status CudaBackend::Impl::LoadWeights() {
   weights = std::move(*w);
   if (dtype == WeightDType::kINT4) {
     GEMMA_STATUS_RETURN_IF_ERROR(
-        weights->QuantizeLinearsInt4(config, checkpoint, tuner->switches().int4_bf16_copy, stream));
+        weights->QuantizeLinearsInt4(config, checkpoint,
+                                    tuner->switches().int4_fp8_copy ? cuda::Int4Copy::kFp8
+                                    : tuner->switches().int4_bf16_copy ? cuda::Int4Copy::kBf16
+                                                                       : cuda::Int4Copy::kNone,
+                                    stream));
   }
   return absl::OkStatus();
 }
@@ -180,11 +184,11 @@ absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
     // kernel takes dequantize the matrix into a scratch (the largest one's).
     int64_t most = 0;
     for (const cuda::TunedMatrix& m : LinearMatrices(config, *weights)) {
-      if (m.w.int4() && m.w.w4_bf16 == nullptr) most = std::max(most, int64_t{m.n} * m.k);
+      if (m.w.int4() && m.w.w4_bf16 == nullptr && m.w.w4_fp8 == nullptr) most = std::max(most, int64_t{m.n} * m.k);
     }
     if (most > 0) GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
   }
-  if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8) {
+  if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8 || tuner->switches().int4_fp8_copy) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
     // Rows: a prefill pass, or a decode batch's logits (the LM head may be fp8).
     const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, options.max_slots});

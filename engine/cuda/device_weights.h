@@ -49,6 +49,10 @@ struct DeviceLayer {
   float* layer_scalar = nullptr;       // [1]
 };
 
+// What --weights int4 keeps beside the 4-bit matrices for passes of more
+// rows than the W4A16 kernel serves well.
+enum class Int4Copy { kNone, kBf16, kFp8 };
+
 class DeviceWeights {
  public:
   // Uploads a bound checkpoint; logs progress (GB done, rate, ETA).
@@ -73,11 +77,13 @@ class DeviceWeights {
   // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; a W4A16
   // `checkpoint`'s pack-quantized matrices (the one Upload read, still open)
   // go into it as they are, and those its ignore list names stay bf16. The
-  // bf16 matrices stay as the dequantized copy (`keep_bf16_copy`: the switch
-  // GEMMA_INT4_BF16_COPY) or are freed (the embedding moves to its own
-  // buffer; kept when an ignored matrix lives there). QuantizeLmHeadInt4: the
-  // same for the LM head (a copy of the embedding, no bf16 copy).
-  absl::Status QuantizeLinearsInt4(const ModelConfig& config, const ModelWeights* checkpoint, bool keep_bf16_copy,
+  // bf16 matrices stay as the dequantized copy (Int4Copy::kBf16: the switch
+  // GEMMA_INT4_BF16_COPY), or give an E4M3 copy of the dequantized values
+  // (kFp8: GEMMA_INT4_FP8_COPY), or neither; without a bf16 copy they are
+  // freed (the embedding moves to its own buffer; kept when an ignored matrix
+  // lives there). QuantizeLmHeadInt4: the same for the LM head (a copy of the
+  // embedding, no copy).
+  absl::Status QuantizeLinearsInt4(const ModelConfig& config, const ModelWeights* checkpoint, Int4Copy copy,
                                    cudaStream_t stream);
   absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
@@ -85,6 +91,7 @@ class DeviceWeights {
   WeightDType dtype() const { return dtype_; }
   int64_t bytes() const {
     return static_cast<int64_t>(bf16_.bytes() + f32_.bytes() + fp8_.bytes() + lm_head_fp8_.bytes() + int4_.bytes() +
+                                int4_fp8_.bytes() +
                                 lm_head_int4_.bytes() +
                                 lm_head_scale_.bytes());
   }
@@ -127,6 +134,7 @@ class DeviceWeights {
   DeviceBuffer fp8_;   // fp8 matrices (E4M3 bits)
   DeviceBuffer lm_head_fp8_;    // [V, H] E4M3, when QuantizeLmHead() ran
   DeviceBuffer int4_;           // the layers' int4 codes and scales (QuantizeLinearsInt4)
+  DeviceBuffer int4_fp8_;       // their E4M3 copies and row scales (Int4Copy::kFp8)
   DeviceBuffer lm_head_int4_;   // the LM head's (QuantizeLmHeadInt4)
   DeviceMatrix lm_head_int4_matrix_;
   DeviceBuffer lm_head_scale_;  // [V] fp32

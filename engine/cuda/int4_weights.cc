@@ -7,7 +7,10 @@
 // dequantized values, for passes of more rows than the W4A16 kernel serves
 // well (cuBLASLt reads them: the same weights at bf16 GEMM speed); 0 frees
 // them (only the embedding stays bf16; such passes then dequantize a matrix
-// per call into the linear's scratch).
+// per call into the linear's scratch). GEMMA_INT4_FP8_COPY=1 keeps instead
+// an E4M3 copy of the dequantized values with per-row scales (as --weights
+// fp8 holds its matrices) and frees the bf16 ones: such passes run the fp8
+// path, at half the bf16 copy's bytes.
 // A W4A16 (compressed-tensors) checkpoint's matrices are not quantized: their
 // codes and scales go into the row layout as they are, rearranged on the host
 // straight from the mapped checkpoint (ReadInt4ForDevice), and through the same
@@ -24,6 +27,7 @@
 #include "engine/model/int4_checkpoint.h"
 #include "engine/model/quantization_int4.h"
 #include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/quant/fp8_quant.h"
 #include "kernels/quant/w4_quant.h"
 
 namespace gemma::cuda {
@@ -100,8 +104,8 @@ absl::StatusOr<DeviceMatrix> UploadPacked(const DeviceMatrix& m, int64_t n, int 
 
 }  // namespace
 
-absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const ModelWeights* checkpoint,
-                                                bool keep_bf16_copy, cudaStream_t stream) {
+absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const ModelWeights* checkpoint, Int4Copy copy,
+                                                cudaStream_t stream) {
   if (int4_.get() != nullptr) return absl::OkStatus();
   struct Mat {
     DeviceMatrix* m;
@@ -140,7 +144,17 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
     }
   }
   // Ignored matrices live in the bf16 arena: it stays.
-  const bool keep = keep_bf16_copy || ignored > 0;
+  const bool keep = copy == Int4Copy::kBf16 || ignored > 0;
+  // The fp8 copy is made from the dequantized values the bf16 matrices are
+  // overwritten with (TileInto's keep_bf16), one arena: codes, then row scales.
+  const bool fp8_copy = copy == Int4Copy::kFp8;
+  const bool dequantize = copy != Int4Copy::kNone;
+  int64_t fp8_codes = 0, fp8_rows = 0;
+  for (const Mat& m : mats) {
+    fp8_codes += Align(m.n * m.k);
+    fp8_rows += m.n;
+  }
+  if (fp8_copy && !mats.empty()) GEMMA_STATUS_RETURN_IF_ERROR(int4_fp8_.Allocate(fp8_codes + fp8_rows * 4));
   int64_t total = 0, most = 0;
   for (const Mat& m : mats) {
     total += TiledBytes(m.n, m.k);
@@ -150,13 +164,24 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
   if (!mats.empty()) {
     DeviceBuffer scratch;
     GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most));
-    int64_t at = 0;
+    int64_t at = 0, fp8_at = 0, scale_at = 0;
     for (const Mat& m : mats) {
       auto q = m.parts.empty()
-                   ? QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep, stream)
-                   : UploadPacked(*m.m, m.n, m.k, m.parts, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), keep,
+                   ? QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize, stream)
+                   : UploadPacked(*m.m, m.n, m.k, m.parts, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize,
                                   stream);
       if (!q.ok()) return q.status();
+      if (fp8_copy) {
+        auto* codes = int4_fp8_.get<uint8_t>() + fp8_at;
+        auto* scales = reinterpret_cast<float*>(int4_fp8_.get<uint8_t>() + fp8_codes) + scale_at;
+        GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8({q->w4_bf16, codes, scales, m.n, m.k}, stream));
+        q->w4_bf16 = nullptr;  // freed below with the bf16 arena
+        q->w4_fp8 = codes;
+        q->w4_fp8_scale = scales;
+        q->w4_fp8_wgmma = MakeWgmmaMap(codes, static_cast<int>(m.n), m.k);
+        fp8_at += Align(m.n * m.k);
+        scale_at += m.n;
+      }
       *m.m = *q;
     }
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -167,7 +192,12 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
                  "{} kept bf16 (quantization_config.ignore)",
                  mats.size(), total / 1e9, ignored);
   }
-  if (keep) {
+  if (fp8_copy) {
+    spdlog::info("cuda: int4 matrices' fp8 copies for large passes (GEMMA_INT4_FP8_COPY=1): {:.2f} GB",
+                 int4_fp8_.bytes() / 1e9);
+    if (keep) return absl::OkStatus();  // an ignored matrix lives in the bf16 arena
+  }
+  if (keep && !fp8_copy) {
     spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB, their bf16 copies kept "
                  "for large passes (GEMMA_INT4_BF16_COPY=0 frees {:.2f} GB)",
                  mats.size(), total / 1e9, (bf16_.bytes() - static_cast<size_t>(vocab_) * hidden_ * 2) / 1e9);

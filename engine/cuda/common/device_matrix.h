@@ -37,6 +37,11 @@ struct DeviceMatrix {
   // rounded once) at load time, which passes of more rows than the W4A16
   // kernel serves well read with the bf16 GEMM (GEMMA_INT4_BF16_COPY).
   const __nv_bfloat16* w4_bf16 = nullptr;
+  // int4 only, optional, instead of w4_bf16: the dequantized values as E4M3
+  // with per-row scales (GEMMA_INT4_FP8_COPY), for the fp8 path.
+  const uint8_t* w4_fp8 = nullptr;
+  const float* w4_fp8_scale = nullptr;
+  const kernels::WgmmaFp8Weights* w4_fp8_wgmma = nullptr;
   static DeviceMatrix Int4(const uint8_t* packed, const __half* scales, int group) {
     DeviceMatrix m;
     m.data = packed;

@@ -1,7 +1,8 @@
 // LinearDispatcher's int4 (W4A16) path: the tuned W4A16 kernel for up to
 // kMaxW4Rows rows (one launch per 64), or, for a matrix with a load-time bf16
-// copy (DeviceMatrix::w4_bf16), up to kMaxW4RowsWithCopy; above that the bf16
-// path (cuBLASLt) on the copy, or on the matrix dequantized per call into a
+// copy (DeviceMatrix::w4_bf16, or the fp8 one, w4_fp8), up to
+// kMaxW4RowsWithCopy; above that the bf16 path (cuBLASLt) or the fp8 path on
+// the copy, or the bf16 path on the matrix dequantized per call into a
 // scratch buffer (prefill passes, where the GEMM's arithmetic outweighs the
 // dequantization).
 #include <algorithm>
@@ -55,6 +56,11 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
     LinearArgs b = a;
     b.w = DeviceMatrix(a.w.w4_bf16);
+    return Run(b, stream);
+  }
+  if (a.w.w4_fp8 != nullptr && a.m > kMaxW4RowsWithCopy) {
+    LinearArgs b = a;
+    b.w = DeviceMatrix(a.w.w4_fp8, a.w.w4_fp8_scale, a.w.w4_fp8_wgmma);
     return Run(b, stream);
   }
   if (a.m <= kMaxW4Rows) {

@@ -37,7 +37,7 @@ std::string DefaultCachePath() {
 std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
-          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY"};
+          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -61,6 +61,8 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.fp8_fast_accum = OnUnlessZero("GEMMA_FP8_FAST_ACCUM");
   s.prefill_wgmma = OnUnlessZero("GEMMA_PREFILL_WGMMA");
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
+  const char* fp8_copy = std::getenv("GEMMA_INT4_FP8_COPY");
+  s.int4_fp8_copy = fp8_copy != nullptr && std::string_view(fp8_copy) == "1";
   return s;
 }
 

@@ -49,6 +49,11 @@ struct TuningSwitches {
   // GEMMA_INT4_BF16_COPY (default 1): --weights int4 keeps each layer
   // matrix's dequantized bf16 copy for passes above 16 rows; 0 frees it.
   bool int4_bf16_copy = true;
+  // GEMMA_INT4_FP8_COPY (default 0): 1 keeps an fp8 copy instead (E4M3 with
+  // per-row scales of the dequantized values, half the bf16 copy's bytes)
+  // and passes above 16 rows run the fp8 GEMM on it; the bf16 matrices are
+  // freed. Takes precedence over GEMMA_INT4_BF16_COPY.
+  bool int4_fp8_copy = false;
   // GEMMA_PREFILL_WGMMA (default 1): 0 leaves the Hopper wgmma prefill
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).

@@ -16,7 +16,9 @@
 //      equals that fixture under --weights int4 (the same device codes and
 //      scales) and its bf16 run within bf16 noise; groups 32 and 128 against
 //      the golden within the int4 bounds of 1.; a module the checkpoint's
-//      ignore list names runs bf16 next to the int4 ones.
+//      ignore list names runs bf16 next to the int4 ones;
+//   4. GEMMA_INT4_FP8_COPY=1 (an E4M3 copy for passes above 16 rows) within
+//      the bounds of 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -137,6 +139,27 @@ TEST_P(Int4FortunesQuality, AgainstGolden) {
   // 0.155-0.176, worst 0.356-0.374 (prefill) and 0.634-0.674 (decode), top-1
   // agreement 22/25 (prefill) and 52/55 (decode) confident rows.
   ExpectInt4Quality(b.get(), "fortunes (" + std::string(WeightDTypeName(GetParam())) + " LM head)");
+}
+
+// GEMMA_INT4_FP8_COPY=1: passes of more than 16 rows (the golden prompts'
+// prefills) run the fp8 path on an E4M3 copy of the dequantized weights
+// instead of cuBLASLt on a bf16 one; the same int4 bounds hold, and the
+// prefill must still move (a copy that was never made would fall back to
+// per-call dequantization and give the bf16 copy's logits exactly).
+TEST(Int4Fp8Copy, AgainstGoldenWithinTheInt4Bounds) {
+  GEMMA_REQUIRE_GPU();
+  setenv("GEMMA_INT4_FP8_COPY", "1", 1);
+  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
+  unsetenv("GEMMA_INT4_FP8_COPY");
+  ASSERT_NE(b, nullptr);
+  ExpectInt4Quality(b.get(), "fortunes (fp8 copy for large passes)");
+  auto bf16_copy = MakeBackend(FortunesDir(), WeightDType::kINT4);
+  ASSERT_NE(bf16_copy, nullptr);
+  const Logits a = RunFortunes(b.get()), c = RunFortunes(bf16_copy.get());
+  ASSERT_EQ(a.prefill.size(), c.prefill.size());
+  bool differs = false;
+  for (size_t i = 0; i < a.prefill.size(); ++i) differs = differs || a.prefill[i] != c.prefill[i];
+  EXPECT_TRUE(differs) << "the fp8 copy's prefill logits equal the bf16 copy's: the fp8 path did not run";
 }
 
 INSTANTIATE_TEST_SUITE_P(LmHead, Int4FortunesQuality,
