@@ -188,7 +188,8 @@ absl::Status CudaBackend::Impl::CreateLinear(WeightDType lm_head) {
     }
     if (most > 0) GEMMA_STATUS_RETURN_IF_ERROR(linear->ReserveInt4(most));
   }
-  if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8 || tuner->switches().int4_fp8_copy) {
+  if (weights->dtype() == WeightDType::kFP8 || lm_head == WeightDType::kFP8 ||
+      (weights->dtype() == WeightDType::kINT4 && tuner->switches().int4_fp8_copy)) {
     const int max_k = std::max({config.hidden_size, config.intermediate_size, MaxQueryWidth(config)});
     // Rows: a prefill pass, or a decode batch's logits (the LM head may be fp8).
     const int rows = std::max({chunk_tokens, kernels::kGemvMaxBatch, options.max_slots});

@@ -2,15 +2,15 @@
 // the random init), quantized on the device to Q4_0 (kernels/quant/w4_quant.h:
 // row layout into a scratch, then tiled for the W4A16 kernels): one arena of
 // tiled codes and fp16 scales (one per 32 columns), each matrix 256-byte
-// aligned. GEMMA_INT4_BF16_COPY (default 1; TuningSwitches::int4_bf16_copy,
-// handed in by the backend) keeps the bf16 matrices, overwritten with the
-// dequantized values, for passes of more rows than the W4A16 kernel serves
-// well (cuBLASLt reads them: the same weights at bf16 GEMM speed); 0 frees
-// them (only the embedding stays bf16; such passes then dequantize a matrix
-// per call into the linear's scratch). GEMMA_INT4_FP8_COPY=1 keeps instead
-// an E4M3 copy of the dequantized values with per-row scales (as --weights
-// fp8 holds its matrices) and frees the bf16 ones: such passes run the fp8
-// path, at half the bf16 copy's bytes.
+// aligned. For passes of more rows than the W4A16 kernel serves well, a copy
+// (`Int4Copy`, chosen by the backend from TuningSwitches): by default
+// (GEMMA_INT4_FP8_COPY=1) an E4M3 copy of the dequantized values with per-row
+// scales (as --weights fp8 holds its matrices), the bf16 matrices freed: such
+// passes run the fp8 path. With GEMMA_INT4_FP8_COPY=0, GEMMA_INT4_BF16_COPY
+// (default 1) keeps the bf16 matrices instead, overwritten with the
+// dequantized values (cuBLASLt reads them: the int4 values exactly, at bf16
+// GEMM speed); 0 frees them (only the embedding stays bf16; such passes then
+// dequantize a matrix per call into the linear's scratch).
 // A W4A16 (compressed-tensors) checkpoint's matrices are not quantized: their
 // codes and scales go into the row layout as they are, rearranged on the host
 // straight from the mapped checkpoint (ReadInt4ForDevice), and through the same
@@ -193,7 +193,7 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
                  mats.size(), total / 1e9, ignored);
   }
   if (fp8_copy) {
-    spdlog::info("cuda: int4 matrices' fp8 copies for large passes (GEMMA_INT4_FP8_COPY=1): {:.2f} GB",
+    spdlog::info("cuda: int4 matrices' fp8 copies for large passes ({:.2f} GB; GEMMA_INT4_FP8_COPY=0: a bf16 copy)",
                  int4_fp8_.bytes() / 1e9);
     if (keep) return absl::OkStatus();  // an ignored matrix lives in the bf16 arena
   }

@@ -61,8 +61,7 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.fp8_fast_accum = OnUnlessZero("GEMMA_FP8_FAST_ACCUM");
   s.prefill_wgmma = OnUnlessZero("GEMMA_PREFILL_WGMMA");
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
-  const char* fp8_copy = std::getenv("GEMMA_INT4_FP8_COPY");
-  s.int4_fp8_copy = fp8_copy != nullptr && std::string_view(fp8_copy) == "1";
+  s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
   return s;
 }
 

@@ -46,14 +46,17 @@ struct TuningSwitches {
   // GEMMA_FP8_FAST_ACCUM (default 1): 0 makes FP8 GEMMs promote partial sums
   // to fp32 (and the wgmma linear use only its promoting variants).
   bool fp8_fast_accum = true;
-  // GEMMA_INT4_BF16_COPY (default 1): --weights int4 keeps each layer
-  // matrix's dequantized bf16 copy for passes above 16 rows; 0 frees it.
+  // GEMMA_INT4_FP8_COPY (default 1): --weights int4 keeps an fp8 copy of
+  // each layer matrix (E4M3 with per-row scales of the dequantized values)
+  // and passes above 16 rows (prefill, large decode batches) run the fp8
+  // path on it; the bf16 matrices are freed. 0 hands the choice to
+  // GEMMA_INT4_BF16_COPY.
+  bool int4_fp8_copy = true;
+  // GEMMA_INT4_BF16_COPY (default 1; read only with GEMMA_INT4_FP8_COPY=0):
+  // keeps each layer matrix's dequantized bf16 copy for passes above 16
+  // rows (twice the fp8 copy's bytes, the int4 values exactly); 0 frees it
+  // and such passes dequantize per call.
   bool int4_bf16_copy = true;
-  // GEMMA_INT4_FP8_COPY (default 0): 1 keeps an fp8 copy instead (E4M3 with
-  // per-row scales of the dequantized values, half the bf16 copy's bytes)
-  // and passes above 16 rows run the fp8 GEMM on it; the bf16 matrices are
-  // freed. Takes precedence over GEMMA_INT4_BF16_COPY.
-  bool int4_fp8_copy = false;
   // GEMMA_PREFILL_WGMMA (default 1): 0 leaves the Hopper wgmma prefill
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).

@@ -45,8 +45,14 @@ std::string FortunesDir() {
   return std::string(v && *v ? v : GEMMA_MODELS_DIR) + "/gemma4-fortunes";
 }
 
+// Large passes (prefill) of an int4 backend run on a copy of the dequantized
+// weights: fp8 by default, or the bf16 copy (the int4 values exactly).
+enum class LargePasses { kDefault, kBf16Copy };
+
 std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, std::optional<WeightDType> dtype,
-                                         std::optional<WeightDType> lm_head = std::nullopt, bool autotune = true) {
+                                         std::optional<WeightDType> lm_head = std::nullopt, bool autotune = true,
+                                         LargePasses large = LargePasses::kDefault) {
+  if (large == LargePasses::kBf16Copy) setenv("GEMMA_INT4_FP8_COPY", "0", 1);
   BackendOptions o;
   o.backend = "cuda";
   o.model_dir = dir;
@@ -58,6 +64,7 @@ std::unique_ptr<CudaBackend> MakeBackend(const std::string& dir, std::optional<W
   t.exact_embed_scale = true;
   t.autotune_gemv = autotune;
   auto b = CreateCudaBackendWithTuning(o, t);
+  unsetenv("GEMMA_INT4_FP8_COPY");
   EXPECT_TRUE(b.ok()) << b.status();
   return b.ok() ? std::move(*b) : nullptr;
 }
@@ -141,21 +148,27 @@ TEST_P(Int4FortunesQuality, AgainstGolden) {
   ExpectInt4Quality(b.get(), "fortunes (" + std::string(WeightDTypeName(GetParam())) + " LM head)");
 }
 
-// GEMMA_INT4_FP8_COPY=1: passes of more than 16 rows (the golden prompts'
-// prefills) run the fp8 path on an E4M3 copy of the dequantized weights
-// instead of cuBLASLt on a bf16 one; the same int4 bounds hold, and the
-// prefill must still move (a copy that was never made would fall back to
-// per-call dequantization and give the bf16 copy's logits exactly).
+// By default passes of more than 16 rows (the golden prompts' prefills) run
+// the fp8 path on an E4M3 copy of the dequantized weights; with
+// GEMMA_INT4_FP8_COPY=0, cuBLASLt on a bf16 one. Both hold the int4 bounds,
+// and the two prefills must differ (a copy that was never made would fall
+// back to per-call dequantization and give the bf16 copy's logits exactly).
+// Measured (H200, 2026-12-02): fp8 copy row error mean 0.164 / 0.167, worst
+// 0.386 / 0.692 (prefill / decode), top-1 22/25 and 52/55.
 TEST(Int4Fp8Copy, AgainstGoldenWithinTheInt4Bounds) {
   GEMMA_REQUIRE_GPU();
-  setenv("GEMMA_INT4_FP8_COPY", "1", 1);
-  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
-  unsetenv("GEMMA_INT4_FP8_COPY");
-  ASSERT_NE(b, nullptr);
-  ExpectInt4Quality(b.get(), "fortunes (fp8 copy for large passes)");
-  auto bf16_copy = MakeBackend(FortunesDir(), WeightDType::kINT4);
+  Logits a, c;
+  {
+    auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
+    ASSERT_NE(b, nullptr);
+    ExpectInt4Quality(b.get(), "fortunes (fp8 copy for large passes)");
+    a = RunFortunes(b.get());
+  }
+  // One backend at a time: each sizes its KV pool from the free memory.
+  auto bf16_copy = MakeBackend(FortunesDir(), WeightDType::kINT4, std::nullopt, true, LargePasses::kBf16Copy);
   ASSERT_NE(bf16_copy, nullptr);
-  const Logits a = RunFortunes(b.get()), c = RunFortunes(bf16_copy.get());
+  ExpectInt4Quality(bf16_copy.get(), "fortunes (bf16 copy for large passes)");
+  c = RunFortunes(bf16_copy.get());
   ASSERT_EQ(a.prefill.size(), c.prefill.size());
   bool differs = false;
   for (size_t i = 0; i < a.prefill.size(); ++i) differs = differs || a.prefill[i] != c.prefill[i];
@@ -236,7 +249,7 @@ TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {
     ref = RunFortunes(b.get());
   }
   for (WeightDType head : {WeightDType::kBF16, WeightDType::kINT4}) {
-    auto b = MakeBackend(dir.path(), WeightDType::kINT4, head);
+    auto b = MakeBackend(dir.path(), WeightDType::kINT4, head, true, LargePasses::kBf16Copy);
     ASSERT_NE(b, nullptr);
     // bf16 noise: activations are rounded to bf16 between kernels, so a
     // different summation order moves a row by a few bf16 ulps (2^-8).
@@ -270,7 +283,7 @@ void ExpectOnGridBf16WithinNoise(const std::string& dir, const std::string& what
   const int vocab = grid->config().vocab_size;
   const Logits ref = RunFortunes(grid.get());
   grid.reset();
-  auto b = MakeBackend(dir, std::nullopt);
+  auto b = MakeBackend(dir, std::nullopt, std::nullopt, true, LargePasses::kBf16Copy);
   ASSERT_NE(b, nullptr);
   ExpectSameWeights(b.get(), ref, vocab, what + " vs on-grid bf16", 0.03);
 }
