@@ -7,14 +7,13 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
-#include "kernels/rope/rope_table.h"
 #include "kernels/sampling/argmax.h"
 
 namespace gemma::cuda {
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear, Tuner* tuner,
     int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, float embed_scale,
-    int max_table_entries, int max_context, bool kv_fp8) {
+    int max_table_entries) {
   std::unique_ptr<ModelForward> r(new ModelForward());
   r->config_ = &config;
   r->weights_ = weights;
@@ -33,42 +32,7 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     r->max_q_width_ = std::max(r->max_q_width_, config.num_heads * config.layers[l].head_dim);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(r->Allocate(max_tokens));
-  GEMMA_STATUS_RETURN_IF_ERROR(r->MakeRopeTables(max_context, kv_fp8));
   return r;
-}
-
-// Decode rebuilds a layer's keys from its values when the layer stores
-// K = rope(V * k_norm) (attention_k_eq_v), the cache is bf16 and the kernels
-// have that build for its head_dim and rotation.
-absl::Status ModelForward::MakeRopeTables(int max_context, bool kv_fp8) {
-  if (kv_fp8 || (tuner_ != nullptr && !tuner_->switches().decode_rebuild_keys)) return absl::OkStatus();
-  rope_positions_ = max_context;
-  for (const LayerSpec& s : config_->layers) {
-    if (!s.k_eq_v || s.rope_pairs <= 0 || !kernels::DecodeRebuildsKeys(s.head_dim, s.rope_pairs, false)) continue;
-    if (RebuiltKeysTable(s) != nullptr) continue;
-    RopeTable t{s.head_dim, s.rope_pairs, s.rope_theta, DeviceBuffer()};
-    GEMMA_STATUS_RETURN_IF_ERROR(
-        t.table.Allocate(static_cast<size_t>(max_context) * s.rope_pairs * sizeof(float2)));
-    kernels::RopeTableParams rp;
-    rp.table = t.table.get<float2>();
-    rp.positions = max_context;
-    rp.rope_pairs = s.rope_pairs;
-    rp.head_dim = s.head_dim;
-    rp.theta = s.rope_theta;
-    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRopeTable(rp, nullptr));
-    rope_tables_.push_back(std::move(t));
-  }
-  if (!rope_tables_.empty()) GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy stream's work
-  return absl::OkStatus();
-}
-
-const float2* ModelForward::RebuiltKeysTable(const LayerSpec& s) const {
-  if (!s.k_eq_v) return nullptr;
-  for (const RopeTable& t : rope_tables_) {
-    if (t.head_dim == s.head_dim && t.rope_pairs == s.rope_pairs && t.theta == s.rope_theta)
-      return t.table.get<float2>();
-  }
-  return nullptr;
 }
 
 absl::Status ModelForward::Allocate(int t) {
@@ -216,12 +180,6 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.block_size = cache_->block_size();
   ap.num_blocks = kv.num_blocks;
   if (shape.max_q_len == 1) {
-    if (const float2* table = cache_->fp8() ? nullptr : RebuiltKeysTable(s)) {
-      ap.rope_table = table;
-      ap.k_norm = weights_->layers()[l].k_norm;
-      ap.rope_pairs = s.rope_pairs;
-      ap.rope_positions = rope_positions_;
-    }
     return KernelStatus(kernels::LaunchDecodeAttention(
         ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s, cache_->fp8()), stream));
   }

@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <memory>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/comm/all_reduce.h"
@@ -33,10 +32,7 @@ class ModelForward {
   // `max_tokens` and `max_seqs` bound a pass; `max_logit_rows` one EnqueueLogits call;
   // `decode_splits` > 0 overrides the decode attention split count;
   // `max_table_entries` sizes the block tables of a pass (the pools in
-  // `cache` may be created after this object). `max_context` bounds every
-  // position; `kv_fp8`: the pools will hold E4M3 (decode then reads stored
-  // keys; over bf16 it rebuilds K = V layers' keys from values, see
-  // kernels/attention/attention.h, unless GEMMA_DECODE_REBUILD_KEYS=0).
+  // `cache` may be created after this object).
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearDispatcher* linear,
@@ -44,8 +40,7 @@ class ModelForward {
                                                              int max_tokens, int max_seqs,
                                                              int max_logit_rows,
                                                              int decode_splits, float embed_scale,
-                                                             int max_table_entries, int max_context,
-                                                             bool kv_fp8);
+                                                             int max_table_entries);
 
   const MetadataLayout& layout() const { return layout_; }
   int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block
@@ -80,10 +75,6 @@ class ModelForward {
                bool act) const;
   static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
   absl::Status SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream);
-  // The (cos, sin) table decode rebuilds layer `s`'s keys with, or null
-  // when it reads them.
-  const float2* RebuiltKeysTable(const LayerSpec& s) const;
-  absl::Status MakeRopeTables(int max_context, bool kv_fp8);
 
   const ModelConfig* config_ = nullptr;
   const DeviceWeights* weights_ = nullptr;
@@ -116,15 +107,6 @@ class ModelForward {
   DeviceBuffer logits_;     // fp32 [max_logit_rows, V]
   DeviceBuffer ids_;        // int32 [max_logit_rows]
   DeviceBuffer attn_workspace_;
-  // One (cos, sin) table per distinct rotation of the layers whose decode
-  // rebuilds keys (kernels/rope/rope_table.h), max_context rows each.
-  struct RopeTable {
-    int head_dim = 0, rope_pairs = 0;
-    float theta = 0.0f;
-    DeviceBuffer table;
-  };
-  std::vector<RopeTable> rope_tables_;
-  int rope_positions_ = 0;
 };
 
 }  // namespace gemma::cuda

@@ -63,15 +63,6 @@ struct AttentionParams {
   // V fragment is widened to bf16 in registers (exactly), so the math is the
   // bf16 kernels'.
   bool kv_fp8 = false;
-  // Decode over a bf16 cache only: keys rebuilt from values instead of read
-  // (DecodeRebuildsKeys says where it is built). Gemma 4's global layers
-  // (attention_k_eq_v) store V = rms0(raw k) and K = rope(rms0(raw k) *
-  // k_norm): K = rope(V * k_norm), so a decode sweep reads V and a (cos,
-  // sin) row per key, about half its bytes. k_cache is then never read.
-  const float2* rope_table = nullptr;  // [rope_positions][rope_pairs] (cos, sin): LaunchRopeTable
-  const float* k_norm = nullptr;       // [head_dim] fp32
-  int rope_pairs = 0;                  // rotated pairs (k, k + head_dim / 2), k < rope_pairs
-  int rope_positions = 0;              // rows of rope_table (> every key position)
 };
 
 // Prefill / mixed chunks: any q_len >= 1.
@@ -111,9 +102,5 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
 // cache; the E4M3 builds at head_dim >= 256 are sized for 2 (512) or 4 (256)
 // so that their shorter pipelines still keep HBM busy.
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8);
-// Whether decode can rebuild keys from values (AttentionParams::rope_table)
-// at this head_dim: a bf16 cache, a head_dim with an instance of its own,
-// rope_pairs a multiple of 16 and at most head_dim / 8.
-bool DecodeRebuildsKeys(int head_dim, int rope_pairs, bool kv_fp8);
 
 }  // namespace gemma::kernels

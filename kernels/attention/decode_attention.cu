@@ -59,29 +59,22 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-// The decode entry's builds: bf16 cache, E4M3 cache, keys rebuilt from values.
-enum class DecodeBuild { kBf16, kFp8, kRebuiltKeys };
-
-// Shared-memory limits, once per head_dim and build (a launch never depends
-// on another build's).
-std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, DecodeBuild build) {
+// Shared-memory limits, once per head_dim.
+// One cache dtype's instance only (a bf16 launch never depends on the E4M3 one).
+std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_fp8) {
   static std::mutex mu;
-  static std::map<std::pair<int, DecodeBuild>, std::string> results;
+  static std::map<std::pair<int, bool>, std::string> results;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = results.find({head_dim, build});
+  auto it = results.find({head_dim, kv_fp8});
   if (it != results.end()) return it->second;
   std::string error;
-  cudaError_t (*setup)() = build == DecodeBuild::kFp8 ? e.setup_fp8
-                           : build == DecodeBuild::kRebuiltKeys ? e.setup_dk
-                                                                : e.setup;
+  cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
   if (setup == nullptr) {
-    error = "decode attention: no " +
-            std::string(build == DecodeBuild::kFp8 ? "E4M3-cache" : "rebuilt-keys") + " build for head_dim " +
-            std::to_string(head_dim);
+    error = "decode attention: no E4M3-cache build for head_dim " + std::to_string(head_dim);
   } else if (cudaError_t err = setup(); err != cudaSuccess) {
     error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
   }
-  results.emplace(std::pair{head_dim, build}, error);
+  results.emplace(std::pair{head_dim, kv_fp8}, error);
   return error;
 }
 
@@ -98,12 +91,6 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
   // At most 64 splits per block slot of a multiprocessor, 128 in all.
   const int per_sm = std::max(1, blocks_per_sm);
   return std::clamp(std::max(1, num_sms) * per_sm / blocks, 1, std::min(64 * per_sm, 128));
-}
-
-bool DecodeRebuildsKeys(int head_dim, int rope_pairs, bool kv_fp8) {
-  const attention::KernelTable* own = attention::TableForHeadDim(head_dim);
-  return !kv_fp8 && own != nullptr && own->decode.launch_dk != nullptr && rope_pairs >= 0 && rope_pairs % 16 == 0 &&
-         rope_pairs * 8 <= head_dim;
 }
 
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
@@ -124,10 +111,7 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   const attention::KernelTable* own = attention::TableForHeadDim(params.head_dim);
   const attention::KernelEntry& e =
       own != nullptr ? own->decode : attention::PaddedTableForHeadDim(params.head_dim)->padded;
-  const DecodeBuild build = params.rope_table != nullptr ? DecodeBuild::kRebuiltKeys
-                            : params.kv_fp8                ? DecodeBuild::kFp8
-                                                           : DecodeBuild::kBf16;
-  if (std::string err = SetUpDecode(params.head_dim, e, build); !err.empty()) return err;
+  if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
 
   attention::KernelParams k = attention::ToKernelParams(params);
   k.heads_per_block = k.group;
@@ -135,10 +119,8 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   k.num_splits = num_splits;
   k.partial = static_cast<float*>(workspace);
   k.pdl = true;
-  const auto launch = build == DecodeBuild::kFp8           ? e.launch_fp8
-                      : build == DecodeBuild::kRebuiltKeys ? e.launch_dk
-                                                           : e.launch;
-  if (launch == nullptr) return "decode attention: no such build for head_dim " + std::to_string(params.head_dim);
+  const auto launch = params.kv_fp8 ? e.launch_fp8 : e.launch;
+  if (launch == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(params.head_dim);
   launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
   if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
   if (num_splits == 1) return "";

@@ -34,12 +34,6 @@ struct KernelParams {
   bool pdl = false;          // launched with programmatic dependent launch (decode)
   bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale): launch_fp8 instances only
   int head_dim = 0;          // of q, k, v, out: D, or below it for the padded builds
-  // Keys rebuilt from values (the decode entry's launch_dk build only):
-  // K = rope(V * k_weight), attention.h's AttentionParams::rope_table.
-  const float2* rope_table = nullptr;  // [rope_positions][rope_pairs] (cos, sin)
-  const float* k_weight = nullptr;     // [D]
-  int rope_pairs = 0;                  // a multiple of 16, at most D / 8
-  int rope_positions = 0;
 };
 
 // One compiled instance of the tile kernel.
@@ -56,10 +50,6 @@ struct KernelEntry {
   cudaError_t (*setup_fp8)() = nullptr;
   void (*launch_fp8)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
   int fp8_blocks_per_sm = 1;  // blocks of the E4M3 build one multiprocessor holds
-  // The decode entry's build that rebuilds keys from values over a bf16
-  // cache (KernelParams::rope_table); null elsewhere.
-  cudaError_t (*setup_dk)() = nullptr;
-  void (*launch_dk)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
 };
 
 struct KernelTable {

@@ -46,17 +46,6 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
                   std::to_string(static_cast<long>(p.window) + p.max_q_len - 1));
   }
   if (!std::isfinite(p.scale)) return fail("scale must be finite");
-  if (p.rope_table != nullptr) {
-    if (!decode) return fail("keys are rebuilt from values (rope_table) in decode only");
-    if (!DecodeRebuildsKeys(p.head_dim, p.rope_pairs, p.kv_fp8))
-      return fail("cannot rebuild keys from values at head_dim " + std::to_string(p.head_dim) + ", rope_pairs " +
-                  std::to_string(p.rope_pairs) + (p.kv_fp8 ? " over an E4M3 cache" : "") +
-                  " (bf16 cache, rope_pairs a multiple of 16 up to head_dim / 8)");
-    if (p.k_norm == nullptr) return fail("rope_table needs k_norm");
-    if (p.rope_positions <= 0)
-      return fail("rope_positions must be positive, got " + std::to_string(p.rope_positions));
-    if (!p.length_aware) return fail("keys are rebuilt from values length-aware only");
-  }
   return "";
 }
 
@@ -86,10 +75,6 @@ KernelParams ToKernelParams(const AttentionParams& p) {
   k.table_offsets = p.table_offsets;
   k.block_shift = 0;
   while ((1 << k.block_shift) < p.block_size) ++k.block_shift;
-  k.rope_table = p.rope_table;
-  k.k_weight = p.k_norm;
-  k.rope_pairs = p.rope_pairs;
-  k.rope_positions = p.rope_positions;
   if (p.block_tables != nullptr) {
     k.num_slots = 1;
     k.capacity = p.num_blocks * p.block_size;

@@ -27,12 +27,6 @@ struct TileCtx {
   __device__ __forceinline__ unsigned char* v_stage(int stage) const {
     return kv_s + (C::STAGES + stage) * C::S::kKvStageBytes;
   }
-  // DK (keys rebuilt from values): the rebuilt K tile over the first K stage,
-  // then each stage's (cos, sin) rows.
-  __device__ __forceinline__ unsigned char* rebuilt_k() const { return kv_s; }
-  __device__ __forceinline__ unsigned char* rope_stage(int stage) const {
-    return kv_s + C::S::kKvStageBytes + stage * C::kRopeStageBytes;
-  }
   // Row (within the block) of this thread's accumulator row h of m16 tile i:
   // lane / 4 and lane / 4 + 8 of the tile.
   __device__ __forceinline__ int acc_row(int i, int h) const { return wm * C::kWR + i * 16 + (lane >> 2) + h * 8; }

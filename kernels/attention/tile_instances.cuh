@@ -33,11 +33,10 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false,
-          bool DK = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
-  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD, DK>;
+  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, p);
     return;
@@ -45,10 +44,9 @@ void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false,
-          bool DK = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD, DK>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
 }
@@ -60,14 +58,6 @@ void AddFp8Build(KernelEntry& e) {
   e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
   e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
   e.fp8_blocks_per_sm = MINB;
-}
-
-// Gives the decode entry `e` its build that rebuilds keys from values
-// (launch_dk: a bf16 cache, same shape and shared memory).
-template <int D, int WM, int WD, int BN, int STAGES>
-void AddRebuiltKeysBuild(KernelEntry& e) {
-  e.setup_dk = &SetUpTile<D, WM, WD, BN, STAGES, 1, 0, false, 1, false, true>;
-  e.launch_dk = &LaunchTile<D, WM, WD, BN, STAGES, 1, 0, false, 1, false, true>;
 }
 
 // kFp8Too: also an E4M3-cache build of the same configuration; only the
@@ -140,7 +130,6 @@ KernelTable MakeTable() {
   constexpr int kDecodeStages = D >= 256 ? 3 : 4;
   static_assert(TileShape<D, 1, kDecodeWd, 32, kDecodeStages>::kSmemBytes <= kMaxSmemBytes);
   t.decode = MakeEntry<D, 1, kDecodeWd, 32, kDecodeStages>();
-  AddRebuiltKeysBuild<D, 1, kDecodeWd, 32, kDecodeStages>(t.decode);
   if constexpr (D >= 256) {
     // E4M3 cache: stages of half the bytes and two of them, so more blocks
     // share a multiprocessor — D = 256: four (48 KB each), D = 512: two

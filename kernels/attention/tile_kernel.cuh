@@ -60,16 +60,11 @@ namespace gemma::kernels::attention {
 // head_dim without an instance of its own): Q and K / V columns from
 // p.head_dim on load as zeros (they add nothing to Q K^T, and the P V
 // columns they make are never stored); global rows are p.head_dim apart.
-// DK: keys are rebuilt from values, K = rope(V * k_weight) (Gemma 4's
-// global layers: V = rms0(raw k), K = rope(rms0(raw k) * k_norm)), so only
-// V is read from the cache, plus a (cos, sin) row per key: about half the
-// bytes per key of a decode sweep (tile_stages.cuh: FoldKeyWeightIntoQ,
-// RebuildRotaryKeys).
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false, int MINB = 1,
-          bool PAD = false, bool DK = false>
+          bool PAD = false>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, MINB)
     AttentionTileKernel(const __grid_constant__ KernelParams p) {
-  using C = TileConfig<D, WM, WD, BN, STAGES, MR, PX, F8, PAD, DK>;
+  using C = TileConfig<D, WM, WD, BN, STAGES, MR, PX, F8, PAD>;
   using S = typename C::S;
   constexpr int kBM = C::kBM, kDW = C::kDW;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -128,11 +123,6 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     if constexpr (F8) {
       if (tile == 0) PermuteQToF16(c);
     }
-    if constexpr (DK) {
-      if (tile == 0) FoldKeyWeightIntoQ(c);
-      RebuildRotaryKeys(c, stage);
-      __syncthreads();
-    }
     if constexpr (S::kQInRegs) {
       if (tile == 0) {
 #pragma unroll
@@ -145,11 +135,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) ZeroStaleV(c, stage, u0);
 
     float s[MR][C::kNT][4];
-    if constexpr (DK) {
-      ComputeS(c, c.v_stage(stage), q_frag, s, c.rebuilt_k());
-    } else {
-      ComputeS(c, c.k_stage(stage), q_frag, s);
-    }
+    ComputeS(c, c.k_stage(stage), q_frag, s);
     float x[MR][C::kOwn][4];
     SumColumnWarps(c, s, x);
     MaskAndScale(c, u0, row_pos, x);

@@ -148,14 +148,14 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
   return true;
 }
 
-// One instantiation's parameters and what follows from them; F8, PAD and DK
-// as AttentionTileKernel describes. The cache dtype's differences that are
+// One instantiation's parameters and what follows from them; F8 and PAD as
+// AttentionTileKernel describes. The cache dtype's differences that are
 // only sizes and layouts live here; the fragment code of the two dtypes is
 // separate (tile_stages.cuh).
-template <int D_, int WM_, int WD_, int BN_, int STAGES_, int MR_, int PX_, bool F8_, bool PAD_, bool DK_ = false>
+template <int D_, int WM_, int WD_, int BN_, int STAGES_, int MR_, int PX_, bool F8_, bool PAD_>
 struct TileConfig {
   static constexpr int D = D_, WM = WM_, WD = WD_, BN = BN_, STAGES = STAGES_, MR = MR_, PX = PX_;
-  static constexpr bool F8 = F8_, PAD = PAD_, DK = DK_;
+  static constexpr bool F8 = F8_, PAD = PAD_;
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
   static constexpr int kBM = S::kBM, kDW = S::kDW, kWR = S::kWarpRows, kThreads = S::kThreads;
   static constexpr int kNT = BN / 8;  // n8 tiles of S
@@ -168,13 +168,6 @@ struct TileConfig {
   static constexpr int kKvRowStep = kThreads / kKvChunks;
   static_assert(kThreads % kKvChunks == 0, "a pass must cover whole rows");
   static_assert(!F8 || (PX == 0 && BN % 32 == 0 && kDW % 32 == 0), "E4M3 fragments: 32 keys / dims per ldmatrix");
-  static_assert(!DK || (!F8 && !PAD), "keys rebuilt from values: bf16 caches at an instance's own head_dim");
-  // DK: the K stages' space holds the rebuilt keys (one K tile) and, per
-  // stage, the tile's (cos, sin) rows: BN x rope_pairs x 8 bytes <= BN x D.
-  static constexpr int kRopeStageBytes = BN * D;
-  static_assert(!DK || S::kKvStageBytes + STAGES * kRopeStageBytes <= STAGES * S::kKvStageBytes, "DK layout");
-  // Whether head_dim column `col` is one of the rotated ones (pairs k < rope_pairs: k and k + D / 2).
-  static __device__ __forceinline__ bool Rotary(int col, int rope_pairs) { return col % (D / 2) < rope_pairs; }
 
   // Byte offset of chunk c of row r in a K / V stage (RawOffset layout for
   // E4M3 tiles, TileOffset for bf16).

@@ -37,9 +37,7 @@ __device__ __forceinline__ void LoadQ(const TileCtx<C>& c) {
 
 // K/V loader: thread t always copies 16-byte chunk column t % kKvChunks of
 // rows t / kKvChunks + k * kKvRowStep, so a row costs one multiply-add of
-// address arithmetic (ring: one wrap) and two cp.async. DK: V only, and the
-// threads of the first rope_pairs / 2 columns copy 16 bytes each of the
-// row's (cos, sin) table row instead of K.
+// address arithmetic (ring: one wrap) and two cp.async.
 template <class C>
 struct KvLoader {
   const TileCtx<C>& c;
@@ -52,7 +50,6 @@ struct KvLoader {
   const uint8_t* v8_base;
   const int* table;             // paged: this sequence's block table
   int block_mask;
-  bool rope_col;                // DK: this thread's column copies table bytes
 
   __device__ __forceinline__ explicit KvLoader(const TileCtx<C>& ctx) : c(ctx) {
     const KernelParams& p = c.p;
@@ -67,24 +64,14 @@ struct KvLoader {
     v8_base = reinterpret_cast<const uint8_t*>(p.v) + base;
     table = p.block_tables ? p.block_tables + p.table_offsets[c.b.seq] : nullptr;
     block_mask = (1 << p.block_shift) - 1;
-    rope_col = C::DK && col < p.rope_pairs / 2;
   }
 
-  // Row r (key position u) of a stage; ks: the K stage, or (DK) the stage's
-  // (cos, sin) rows.
-  __device__ __forceinline__ void CopyRow(uint32_t ks, uint32_t vs, int r, int u, int64_t off, bool valid) const {
+  __device__ __forceinline__ void CopyRow(uint32_t ks, uint32_t vs, int r, int64_t off, bool valid) const {
     if constexpr (C::PAD) valid = valid && col_in;
     const uint32_t dst = C::KvChunkOffset(r, col);
     if constexpr (C::F8) {
       CpAsync16(ks + dst, k8_base + off, valid);
       CpAsync16(vs + dst, v8_base + off, valid);
-    } else if constexpr (C::DK) {
-      CpAsync16(vs + dst, v_base + off, valid);
-      if (rope_col) {
-        const int pos = min(max(u, 0), c.p.rope_positions - 1);
-        CpAsync16(ks + (r * c.p.rope_pairs + 2 * col) * 8, c.p.rope_table + (int64_t)pos * c.p.rope_pairs + 2 * col,
-                  valid);
-      }
     } else {
       CpAsync16(ks + dst, k_base + off, valid);
       CpAsync16(vs + dst, v_base + off, valid);
@@ -97,14 +84,14 @@ struct KvLoader {
     const BlockRange& b = c.b;
     constexpr int row_step = C::kKvRowStep;
     const int u0 = b.tile_lo + tile * C::BN;
-    const uint32_t ks = SmemAddr(C::DK ? c.rope_stage(stage) : c.k_stage(stage)), vs = SmemAddr(c.v_stage(stage));
+    const uint32_t ks = SmemAddr(c.k_stage(stage)), vs = SmemAddr(c.v_stage(stage));
     if (table != nullptr) {  // paged: one table lookup per row
 #pragma unroll 4
       for (int r = row0; r < C::BN; r += row_step) {
         const int u = u0 + r;
         const bool valid = u >= b.valid_lo && u < b.valid_hi;
         const int64_t idx = valid ? ((int64_t)__ldg(table + (u >> p.block_shift)) << p.block_shift) + (u & block_mask) : 0;
-        CopyRow(ks, vs, r, u, idx * pos_stride, valid);
+        CopyRow(ks, vs, r, idx * pos_stride, valid);
       }
       return;
     }
@@ -120,7 +107,7 @@ struct KvLoader {
         valid = u >= 0 && u < p.capacity && (!p.length_aware || u < b.valid_hi);
       }
       const int64_t off = valid ? idx * pos_stride : 0;
-      CopyRow(ks, vs, r, u, off, valid);
+      CopyRow(ks, vs, r, off, valid);
       if (p.ring) {
         idx += row_step;
         while (idx >= p.capacity) idx -= p.capacity;
@@ -155,70 +142,6 @@ __device__ __forceinline__ void LoadQFrag(const TileCtx<C>& c, int i, int ks, ui
   LdMatrixX4(SmemAddr(c.q_s + TileOffset<C::D>(r, col)), a);
 }
 
-// DK, keys rebuilt from values: K = rope(V * w) (w: k_weight). A column
-// that does not rotate contributes q_d w_d v_d to Q K^T, so w moves into Q
-// (once, on the first tile) and those columns of S read V itself; only the
-// 2 x rope_pairs rotated columns of K are rebuilt per tile
-// (RebuildRotaryKeys).
-template <class C>
-__device__ __forceinline__ void FoldKeyWeightIntoQ(const TileCtx<C>& c) {
-  constexpr int D = C::D;
-  const float* w = c.p.k_weight;
-  for (int i = c.tid; i < C::kBM * D / 8; i += C::kThreads) {
-    const int r = i / (D / 8), ch = i % (D / 8);
-    if (C::Rotary(ch * 8, c.p.rope_pairs)) continue;  // rope_pairs % 16 == 0: whole chunks
-    uint4* q = reinterpret_cast<uint4*>(c.q_s + TileOffset<D>(r, ch));
-    uint4 x = *q;
-    uint32_t* e = &x.x;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&e[j]));
-      e[j] = PackBf16(v.x * __ldg(w + ch * 8 + 2 * j), v.y * __ldg(w + ch * 8 + 2 * j + 1));
-    }
-    *q = x;
-  }
-  __syncthreads();
-}
-
-// The rotated columns of the stage's K tile into rebuilt_k(), from its V
-// tile and (cos, sin) rows, with qkv_rope's arithmetic: for pair k (columns
-// k and k + D / 2), a = v_k w_k, b = v_{k+D/2} w_{k+D/2}, k_k = a cos - b
-// sin, k_{k+D/2} = b cos + a sin, rounded to bf16. One task: a row's 8 pairs
-// (a 16-byte chunk of each half). The caller synchronizes before S reads them.
-template <class C>
-__device__ __forceinline__ void RebuildRotaryKeys(const TileCtx<C>& c, int stage) {
-  constexpr int D = C::D, kHalf = D / 16;  // chunks per half row
-  const int pairs = c.p.rope_pairs, groups = pairs / 8;
-  const float* w = c.p.k_weight;
-  const __nv_bfloat16* v_s = reinterpret_cast<const __nv_bfloat16*>(c.v_stage(stage));
-  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(c.rebuilt_k());
-  const float4* cs_s = reinterpret_cast<const float4*>(c.rope_stage(stage));
-  for (int i = c.tid; i < C::BN * groups; i += C::kThreads) {
-    const int r = i / groups, g = i % groups;
-    const uint4 lo = *reinterpret_cast<const uint4*>(v_s + TileOffset<D>(r, g));
-    const uint4 hi = *reinterpret_cast<const uint4*>(v_s + TileOffset<D>(r, kHalf + g));
-    const float4* cs = cs_s + (r * pairs + 8 * g) / 2;  // two (cos, sin) pairs per float4
-    const uint32_t* a = &lo.x;
-    const uint32_t* b = &hi.x;
-    uint4 out_lo, out_hi;
-    uint32_t* ol = &out_lo.x;
-    uint32_t* oh = &out_hi.x;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 t = cs[j];  // pairs 8 g + 2 j and 8 g + 2 j + 1
-      const int k = 8 * g + 2 * j;
-      const float2 va = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[j]));
-      const float2 vb = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&b[j]));
-      const float a0 = va.x * __ldg(w + k), a1 = va.y * __ldg(w + k + 1);
-      const float b0 = vb.x * __ldg(w + D / 2 + k), b1 = vb.y * __ldg(w + D / 2 + k + 1);
-      ol[j] = PackBf16(a0 * t.x - b0 * t.y, a1 * t.z - b1 * t.w);
-      oh[j] = PackBf16(b0 * t.x + a0 * t.y, b1 * t.z + a1 * t.w);
-    }
-    *reinterpret_cast<uint4*>(k_s + TileOffset<D>(r, g)) = out_lo;
-    *reinterpret_cast<uint4*>(k_s + TileOffset<D>(r, kHalf + g)) = out_hi;
-  }
-}
-
 // Keys outside [valid_lo, valid_hi) were read only in length-unaware mode
 // and may hold anything (NaN): their V rows must be zero, since 0 * NaN
 // would poison the P V product.
@@ -237,12 +160,10 @@ __device__ __forceinline__ void ZeroStaleV(const TileCtx<C>& c, int stage, int u
 
 // S = Q K^T over this warp's head_dim columns; each K fragment feeds the
 // warp's MR row tiles. E4M3: one ldmatrix gives 32 keys (register j: keys
-// 8j..8j+7) x 16 dims, already in the permuted fragment order. DK: k_tile
-// is the V tile, and rotated columns come from rot_tile (the rebuilt keys).
+// 8j..8j+7) x 16 dims, already in the permuted fragment order.
 template <class C>
 __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned char* k_tile,
-                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], float (&s)[C::MR][C::kNT][4],
-                                         const unsigned char* rot_tile = nullptr) {
+                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], float (&s)[C::MR][C::kNT][4]) {
   constexpr int MR = C::MR, D = C::D, kDW = C::kDW;
   constexpr bool kQInRegs = C::S::kQInRegs;
   const int lane = c.lane;
@@ -273,8 +194,7 @@ __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned cha
         }
       }
     } else {
-      const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(
-          C::DK && C::Rotary(c.wd * kDW + ks * 16, c.p.rope_pairs) ? rot_tile : k_tile);
+      const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(k_tile);
 #pragma unroll
       for (int n2 = 0; n2 < C::BN / 16; ++n2) {
         uint32_t bk[4];

@@ -5,7 +5,6 @@
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
-#include "kernels/rope/rope_angle.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -75,7 +74,10 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   }
   const size_t cache_row = static_cast<size_t>(row_index < 0 ? 0 : row_index) * p.num_kv_heads * d;
 
-  for (int k = threadIdx.x; k < p.rope_pairs; k += blockDim.x) RopeSinCos(pos, k, d, p.rope_theta, &sin_t[k], &cos_t[k]);
+  for (int k = threadIdx.x; k < p.rope_pairs; k += blockDim.x) {
+    const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
+    sincosf(static_cast<float>(pos) * inv_freq, &sin_t[k], &cos_t[k]);
+  }
   __syncthreads();
   // Launched with PDL: positions, rows and the angles above depend only on
   // the step's metadata (copied before its first kernel), so they overlap

@@ -37,8 +37,7 @@ std::string DefaultCachePath() {
 std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
-          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY",
-          "GEMMA_DECODE_REBUILD_KEYS"};
+          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -63,7 +62,6 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.prefill_wgmma = OnUnlessZero("GEMMA_PREFILL_WGMMA");
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
-  s.decode_rebuild_keys = OnUnlessZero("GEMMA_DECODE_REBUILD_KEYS");
   return s;
 }
 

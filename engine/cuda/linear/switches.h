@@ -57,10 +57,6 @@ struct TuningSwitches {
   // rows (twice the fp8 copy's bytes, the int4 values exactly); 0 frees it
   // and such passes dequantize per call.
   bool int4_bf16_copy = true;
-  // GEMMA_DECODE_REBUILD_KEYS (default 1): decode over a bf16 cache rebuilds
-  // the keys of K = V layers (Gemma 4's global layers) from their values
-  // instead of reading them (kernels/attention/attention.h); 0 reads them.
-  bool decode_rebuild_keys = true;
   // GEMMA_PREFILL_WGMMA (default 1): 0 leaves the Hopper wgmma prefill
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).

@@ -34,35 +34,6 @@ AttentionProblem::AttentionProblem(const AttentionCase& c) : c_(c) {
   q_ = RandomBf16(q_elems, c.q_range, rng);
   k_ = RandomBf16(kv_elems, 1.0f, rng);
   v_ = RandomBf16(kv_elems, 1.0f, rng);
-  if (c.rebuilt_key_pairs >= 0) {
-    // K = rope(V * w) per cache row; row idx holds position idx.
-    const int d = c.head_dim, pairs = c.rebuilt_key_pairs;
-    std::uniform_real_distribution<float> wd(0.5f, 1.5f);
-    std::vector<float> w(d), table(static_cast<size_t>(c.capacity) * pairs * 2);
-    for (float& x : w) x = wd(rng);
-    for (int pos = 0; pos < c.capacity; ++pos) {
-      for (int k = 0; k < pairs; ++k) {
-        const float angle = static_cast<float>(pos) * std::pow(1e6f, -2.0f * k / d);
-        table[(static_cast<size_t>(pos) * pairs + k) * 2] = static_cast<float>(std::cos(double{angle}));
-        table[(static_cast<size_t>(pos) * pairs + k) * 2 + 1] = static_cast<float>(std::sin(double{angle}));
-      }
-    }
-    for (size_t row = 0; row < kv_elems / d; ++row) {
-      const int pos = static_cast<int>(row / c.num_kv_heads % c.capacity);
-      const uint16_t* v = &v_[row * d];
-      uint16_t* k = &k_[row * d];
-      for (int i = 0; i < d; ++i) k[i] = FloatToBf16(Bf16ToFloat(v[i]) * w[i]);
-      for (int i = 0; i < pairs; ++i) {
-        const float a = Bf16ToFloat(v[i]) * w[i], b = Bf16ToFloat(v[i + d / 2]) * w[i + d / 2];
-        const float cs = table[(static_cast<size_t>(pos) * pairs + i) * 2];
-        const float sn = table[(static_cast<size_t>(pos) * pairs + i) * 2 + 1];
-        k[i] = FloatToBf16(a * cs - b * sn);
-        k[i + d / 2] = FloatToBf16(b * cs + a * sn);
-      }
-    }
-    d_key_weight_ = Upload(w);
-    d_rope_table_ = Upload(table);
-  }
   if (c.e4m3_values) {
     for (auto* kv : {&k_, &v_}) {
       for (uint16_t& x : *kv) x = FloatToBf16(float(__nv_fp8_e4m3(Bf16ToFloat(x))));
@@ -185,20 +156,6 @@ AttentionParams AttentionProblem::Fp8(const AttentionParams& p) {
   f.v_cache = d_v8_.as<void>();
   f.kv_fp8 = true;
   return f;
-}
-
-AttentionParams AttentionProblem::RebuiltKeys(const AttentionParams& p) {
-  EXPECT_GE(c_.rebuilt_key_pairs, 0) << "the case's K is not rope(V * w)";
-  const size_t rows = p.block_tables != nullptr ? static_cast<size_t>(p.num_blocks) * p.block_size
-                                                : static_cast<size_t>(p.num_slots) * p.capacity;
-  d_nan_k_ = Upload(std::vector<uint16_t>(rows * p.num_kv_heads * p.head_dim, 0x7fc0));
-  AttentionParams r = p;
-  r.k_cache = d_nan_k_.as<void>();
-  r.rope_table = d_rope_table_.as<float2>();
-  r.k_norm = d_key_weight_.as<float>();
-  r.rope_pairs = c_.rebuilt_key_pairs;
-  r.rope_positions = c_.capacity;
-  return r;
 }
 
 cudaError_t AttentionProblem::Poison() const {

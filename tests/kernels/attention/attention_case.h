@@ -82,11 +82,6 @@ struct AttentionCase {
   // exists as E4M3 codes (AttentionProblem::Fp8), and an fp8-cache kernel
   // must compute the very bits of the bf16 one.
   bool e4m3_values = false;
-  // >= 0 (slot caches without ring): K = bf16(rope(V * w)) with this many
-  // rotated pairs (theta 1e6, a random w in [0.5, 1.5]), as Gemma 4's global
-  // layers store it, so decode can rebuild keys from values
-  // (AttentionProblem::RebuiltKeys). The reference reads these K bits.
-  int rebuilt_key_pairs = -1;
   uint32_t seed = 1;
 };
 
@@ -118,10 +113,6 @@ class AttentionProblem {
   // `p` (Params() or PagedParams()) reading an E4M3 copy of its K / V
   // buffers (kv_fp8). Needs e4m3_values, so that the copy is exact.
   AttentionParams Fp8(const AttentionParams& p);
-  // `p` rebuilding keys from values (needs rebuilt_key_pairs >= 0): the
-  // (cos, sin) table and w of the case, and a K cache of NaN in place of
-  // p's (the kernel must never read it).
-  AttentionParams RebuiltKeys(const AttentionParams& p);
   cudaError_t Poison() const;
   // out as floats; NaN where the kernel did not write.
   std::vector<float> Output() const;
@@ -144,7 +135,6 @@ class AttentionProblem {
   DeviceBuffer d_q_, d_out_, d_k_, d_v_, d_slot_, d_offsets_, d_pos0_;
   DeviceBuffer d_paged_k_, d_paged_v_, d_tables_, d_table_offsets_;
   DeviceBuffer d_k8_, d_v8_;
-  DeviceBuffer d_key_weight_, d_rope_table_, d_nan_k_;
 };
 
 struct ErrorReport {

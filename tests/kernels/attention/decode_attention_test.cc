@@ -17,10 +17,7 @@ class DecodeAttentionTest : public ::testing::Test {
     if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   }
 
-  // rebuilt: keys rebuilt from values (the case's K = rope(V * w); the K
-  // cache the kernel gets is NaN).
-  void Check(const AttentionCase& c, std::initializer_list<int> splits, bool length_aware = true,
-             bool rebuilt = false) {
+  void Check(const AttentionCase& c, std::initializer_list<int> splits, bool length_aware = true) {
     AttentionProblem prob(c);
     const std::vector<double> ref = prob.Reference();
     // Slot caches, then (length-aware only) the same keys through scrambled
@@ -28,15 +25,14 @@ class DecodeAttentionTest : public ::testing::Test {
     const AttentionParams paged = length_aware ? prob.PagedParams(16) : AttentionParams{};
     for (int view = 0; view < (length_aware ? 2 : 1); ++view)
     for (int num_splits : splits) {
-      SCOPED_TRACE("splits " + std::to_string(num_splits) + (length_aware ? "" : " length-unaware") +
-                   (view ? " paged" : "") + (rebuilt ? " keys rebuilt" : ""));
+      SCOPED_TRACE("splits " + std::to_string(num_splits) +
+                   (length_aware ? "" : " length-unaware") + (view ? " paged" : ""));
       DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads,
                                            c.head_dim, num_splits));
       CUDA_OK(prob.Poison());
       if (ws.bytes() > 0) CUDA_OK(cudaMemset(ws.as<void>(), 0xff, ws.bytes()));
       AttentionParams p = view ? paged : prob.Params();
       p.length_aware = length_aware;
-      if (rebuilt) p = prob.RebuiltKeys(p);
       ASSERT_EQ(LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr), "");
       CUDA_OK(cudaDeviceSynchronize());
       const ErrorReport r = Compare(prob.Output(), ref);
@@ -143,52 +139,6 @@ TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
-}
-
-// Keys rebuilt from values (Gemma 4's global layers store K = rope(V *
-// k_norm)): the 31B's global shape (64 of 256 pairs rotate) and the fortunes
-// fixture's (head_dim 128, 16 pairs), slot and paged caches, one split to
-// more splits than tiles. The K cache is NaN: any key read would show.
-TEST_F(DecodeAttentionTest, KeysRebuiltFromValues) {
-  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
-  c.capacity = 2048;
-  c.rebuilt_key_pairs = 64;
-  c.seed = 21;
-  Check(c, {1, 7, 33, 64}, true, true);
-  AttentionCase f = DecodeCase(128, 4, 1, {1, 33, 300}, {2, 0, 1});
-  f.capacity = 320;
-  f.rebuilt_key_pairs = 16;
-  f.seed = 22;
-  Check(f, {1, 4}, true, true);
-  EXPECT_TRUE(DecodeRebuildsKeys(512, 64, false));
-  EXPECT_TRUE(DecodeRebuildsKeys(128, 16, false));
-}
-
-TEST_F(DecodeAttentionTest, RefusesKeysItCannotRebuild) {
-  AttentionCase c = DecodeCase(512, 32, 4, {10}, {0});
-  c.capacity = 16;
-  c.rebuilt_key_pairs = 64;
-  AttentionProblem prob(c);
-  const AttentionParams good = prob.RebuiltKeys(prob.Params());
-  AttentionParams p = good;
-  p.rope_pairs = 8;  // not a multiple of 16
-  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("rope_pairs 8"), std::string::npos);
-  p = good;
-  p.rope_pairs = 80;  // above head_dim / 8
-  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("rope_pairs 80"), std::string::npos);
-  p = good;
-  p.kv_fp8 = true;
-  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("E4M3"), std::string::npos);
-  p = good;
-  p.k_norm = nullptr;
-  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("k_norm"), std::string::npos);
-  p = good;
-  p.rope_positions = 0;
-  EXPECT_NE(LaunchDecodeAttention(p, nullptr, 1, nullptr).find("rope_positions"), std::string::npos);
-  EXPECT_FALSE(DecodeRebuildsKeys(512, 64, true));
-  EXPECT_FALSE(DecodeRebuildsKeys(96, 0, false));  // no instance of its own (padded)
-  EXPECT_EQ(LaunchDecodeAttention(good, nullptr, 1, nullptr), "");
-  CUDA_OK(cudaDeviceSynchronize());
 }
 
 TEST_F(DecodeAttentionTest, RejectsBadParams) {

@@ -7,7 +7,6 @@
 
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
-#include "kernels/rope/rope_table.h"
 #include "tests/common/fp8_test_util.h"
 #include "tests/common/gpu_test_util.h"
 
@@ -85,10 +84,6 @@ struct RopeCase {
   int capacity;
   float theta;
   std::vector<int> positions;
-  // Far positions: the fp32 angles (the model's) drift from the float64
-  // reference's by up to ~0.02 rad there, so rotated q / k are checked only
-  // through the rebuild from the rope table (the same fp32 angles).
-  bool fp32_angles_only = false;
 };
 
 // CPU reference of one head: rms (weight optional), then rotate-half RoPE.
@@ -134,8 +129,7 @@ void CheckQkvRope(const RopeCase& c) {
     const int pos = c.positions[i];
     for (int h = 0; h < c.heads; ++h) {
       const auto ref = RefHead(row + h * d, qn.data(), d, c.rope_pairs, c.theta, pos, true);
-      if (!c.fp32_angles_only)
-        EXPECT_LT(gpu_test::RelErrPtr(q.data() + (size_t(i) * c.heads + h) * d, ref.data(), d), 8e-3);
+      EXPECT_LT(gpu_test::RelErrPtr(q.data() + (size_t(i) * c.heads + h) * d, ref.data(), d), 8e-3);
     }
     const size_t idx = c.ring ? pos % c.capacity : pos;
     for (int j = 0; j < c.kv_heads; ++j) {
@@ -143,37 +137,8 @@ void CheckQkvRope(const RopeCase& c) {
       const auto rk = RefHead(row + (c.heads + j) * d, kn.data(), d, c.rope_pairs, c.theta, pos, true);
       const int vsrc = c.k_eq_v ? c.heads + j : c.heads + c.kv_heads + j;
       const auto rv = RefHead(row + vsrc * d, nullptr, d, 0, c.theta, pos, false);
-      if (!c.fp32_angles_only)
-        EXPECT_LT(gpu_test::RelErrPtr(k.data() + at, rk.data(), d), 8e-3) << "token " << i << " kv " << j;
+      EXPECT_LT(gpu_test::RelErrPtr(k.data() + at, rk.data(), d), 8e-3) << "token " << i << " kv " << j;
       EXPECT_LT(gpu_test::RelErrPtr(v.data() + at, rv.data(), d), 8e-3) << "token " << i << " kv " << j;
-    }
-  }
-
-  // K = V layers: the rope table's (cos, sin) rebuild the keys qkv_rope wrote
-  // from the values it wrote, K = rope(V * k_norm), as decode attention does
-  // (kernels/attention: keys rebuilt from values) — the same angles, so
-  // only V's bf16 rounding apart.
-  if (c.k_eq_v && c.rope_pairs > 0) {
-    int rows = 1;
-    for (int pos : c.positions) rows = std::max(rows, pos + 1);
-    DeviceArray<float2> dtable(size_t(rows) * c.rope_pairs);
-    ASSERT_EQ(kernels::LaunchRopeTable({dtable.get(), rows, c.rope_pairs, d, c.theta}, nullptr), "");
-    const std::vector<float2> table = dtable.Download();
-    for (int i = 0; i < t; ++i) {
-      const size_t idx = c.ring ? c.positions[i] % c.capacity : c.positions[i];
-      const float2* cs = table.data() + size_t(c.positions[i]) * c.rope_pairs;
-      for (int j = 0; j < c.kv_heads; ++j) {
-        const size_t at = ((size_t(slot[i]) * c.capacity + idx) * c.kv_heads + j) * d;
-        std::vector<double> rebuilt(d);
-        for (int e = 0; e < d; ++e) rebuilt[e] = double(v[at + e]) * kn[e];
-        for (int e = 0; e < c.rope_pairs; ++e) {
-          const double a = rebuilt[e], b = rebuilt[e + d / 2];
-          rebuilt[e] = a * cs[e].x - b * cs[e].y;
-          rebuilt[e + d / 2] = b * cs[e].x + a * cs[e].y;
-        }
-        EXPECT_LT(gpu_test::RelErrPtr(k.data() + at, rebuilt.data(), d), 4e-3)
-            << "position " << c.positions[i] << " kv " << j;
-      }
     }
   }
 
@@ -221,13 +186,6 @@ TEST(QkvRopeTest, GlobalD512PartialRopeKEqV) {
   CheckQkvRope({32, 4, 512, 64, true, false, 8192, 1e6f, {0, 5, 777, 4095, 8191}});
 }
 
-// Positions up to the model's 262 144, where the angles need sincosf's full
-// range reduction (one KV head keeps the cache small).
-TEST(QkvRopeTest, GlobalD512FarPositions) {
-  GEMMA_REQUIRE_GPU();
-  CheckQkvRope({8, 1, 512, 64, true, false, 262144, 1e6f, {105615, 131071, 200003, 262143}, true});
-}
-
 TEST(QkvRopeTest, FixtureHeads) {
   GEMMA_REQUIRE_GPU();
   CheckQkvRope({4, 2, 32, 16, false, true, 31, 1e4f, {0, 15, 16, 30, 32, 97}});
@@ -238,15 +196,6 @@ TEST(QkvRopeTest, FixtureHeads) {
 TEST(QkvRopeTest, RejectsBadHeadDim) {
   kernels::QkvRopeParams p;
   EXPECT_NE(kernels::LaunchQkvRope(p, nullptr), "");
-}
-
-TEST(RopeTableTest, RejectsBadParams) {
-  float2* fake = reinterpret_cast<float2*>(16);  // never written: every call below fails validation
-  EXPECT_NE(kernels::LaunchRopeTable({nullptr, 4, 2, 8, 1e4f}, nullptr).find("null"), std::string::npos);
-  EXPECT_NE(kernels::LaunchRopeTable({fake, 0, 2, 8, 1e4f}, nullptr).find("positions"), std::string::npos);
-  EXPECT_NE(kernels::LaunchRopeTable({fake, 4, 5, 8, 1e4f}, nullptr).find("rope_pairs"), std::string::npos);
-  EXPECT_NE(kernels::LaunchRopeTable({fake, 4, 2, 7, 1e4f}, nullptr).find("head_dim"), std::string::npos);
-  EXPECT_NE(kernels::LaunchRopeTable({fake, 4, 2, 8, -1.0f}, nullptr).find("theta"), std::string::npos);
 }
 
 }  // namespace
