@@ -210,7 +210,8 @@ absl::Status CudaBackend::Impl::CreateForward() {
   const int table_entries = 2 * options.max_slots * ((max_context + block - 1) / block);
   auto forward_or = cuda::ModelForward::Create(config, weights.get(), pools.mutable_cache(), linear.get(),
                                                tuner.get(), chunk_tokens, options.max_slots, std::max(logit_rows, 1),
-                                               tuning.decode_splits, EmbedScale(config, tuning), table_entries);
+                                               tuning.decode_splits, EmbedScale(config, tuning), table_entries,
+                                               {max_context, block, options.kv_cache_dtype == KvCacheDType::kFP8});
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
   forward->set_all_reduce(tuning.all_reduce);

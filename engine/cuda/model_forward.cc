@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/kv_expand.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
@@ -13,7 +14,7 @@ namespace gemma::cuda {
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     const ModelConfig& config, const DeviceWeights* weights, KvCache* cache, LinearDispatcher* linear, Tuner* tuner,
     int max_tokens, int max_seqs, int max_logit_rows, int decode_splits, float embed_scale,
-    int max_table_entries) {
+    int max_table_entries, const PoolPlan& pools) {
   std::unique_ptr<ModelForward> r(new ModelForward());
   r->config_ = &config;
   r->weights_ = weights;
@@ -32,7 +33,62 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     r->max_q_width_ = std::max(r->max_q_width_, config.num_heads * config.layers[l].head_dim);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(r->Allocate(max_tokens));
+  r->max_table_entries_ = max_table_entries;
+  if (pools.kv_fp8 && (tuner == nullptr || tuner->switches().fp8_kv_prefill_bf16)) {
+    GEMMA_STATUS_RETURN_IF_ERROR(r->AllocateKvExpand(pools, max_tokens));
+  }
   return r;
+}
+
+// Room for one sequence of max_context keys in a global layer, or one pass
+// of max_tokens queries and their window in a sliding layer (a pass needing
+// more runs the E4M3 kernels).
+absl::Status ModelForward::AllocateKvExpand(const PoolPlan& pools, int max_tokens) {
+  const int64_t bs = std::max(1, pools.block_size), max_context = pools.max_context;
+  for (const LayerSpec& s : config_->layers) {
+    const int64_t keys =
+        s.is_global() ? max_context : std::min<int64_t>(max_context, config_->sliding_window + max_tokens);
+    const int64_t blocks = (keys + bs - 1) / bs + 1;
+    expand_elems_ = std::max(expand_elems_, blocks * bs * s.num_kv_heads * s.head_dim);
+  }
+  GEMMA_STATUS_RETURN_IF_ERROR(expand_k_.Allocate(expand_elems_ * sizeof(__nv_bfloat16)));
+  GEMMA_STATUS_RETURN_IF_ERROR(expand_v_.Allocate(expand_elems_ * sizeof(__nv_bfloat16)));
+  return expand_tables_.Allocate(std::max(1, max_table_entries_) * sizeof(int32_t));
+}
+
+absl::Status ModelForward::ExpandKvForPrefill(const LayerSpec& s, const PassShape& shape,
+                                              kernels::AttentionParams& ap, cudaStream_t stream) {
+  if (expand_elems_ == 0 || shape.q_pos0.empty() || shape.q_offsets.size() != shape.q_pos0.size() + 1)
+    return absl::OkStatus();
+  std::vector<int> q_lens(shape.q_pos0.size());
+  for (size_t i = 0; i < q_lens.size(); ++i) q_lens[i] = shape.q_offsets[i + 1] - shape.q_offsets[i];
+  const int bs = ap.block_size;
+  const int64_t need = kernels::KvExpandBlocks(shape.q_pos0, q_lens, bs, ap.window);
+  const int64_t out_blocks = expand_elems_ / (int64_t{bs} * s.num_kv_heads * s.head_dim);
+  if (need <= 0 || need > out_blocks) return absl::OkStatus();
+  kernels::KvExpandParams ep;
+  ep.k_cache = ap.k_cache;
+  ep.v_cache = ap.v_cache;
+  ep.k_out = expand_k_.get<__nv_bfloat16>();
+  ep.v_out = expand_v_.get<__nv_bfloat16>();
+  ep.tables_out = expand_tables_.get<int>();
+  ep.block_tables = ap.block_tables;
+  ep.table_offsets = ap.table_offsets;
+  ep.q_offsets = ap.q_offsets;
+  ep.q_pos0 = ap.q_pos0;
+  ep.num_seqs = ap.num_seqs;
+  ep.block_size = bs;
+  ep.num_kv_heads = s.num_kv_heads;
+  ep.head_dim = s.head_dim;
+  ep.window = ap.window;
+  ep.out_blocks = static_cast<int>(out_blocks);
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchKvExpand(ep, stream));
+  ap.k_cache = expand_k_.get<__nv_bfloat16>();
+  ap.v_cache = expand_v_.get<__nv_bfloat16>();
+  ap.kv_fp8 = false;
+  ap.block_tables = expand_tables_.get<int>();
+  ap.num_blocks = static_cast<int>(out_blocks);
+  return absl::OkStatus();
 }
 
 absl::Status ModelForward::Allocate(int t) {
@@ -183,6 +239,7 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
     return KernelStatus(kernels::LaunchDecodeAttention(
         ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s, cache_->fp8()), stream));
   }
+  if (ap.kv_fp8) GEMMA_STATUS_RETURN_IF_ERROR(ExpandKvForPrefill(s, shape, ap, stream));
   auto tile = tuner_->PrefillAttentionTile(ap, stream);
   if (!tile.ok()) return tile.status();
   if (tile->empty()) return KernelStatus(kernels::LaunchPrefillAttention(ap, stream));

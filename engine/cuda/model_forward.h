@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <span>
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/comm/all_reduce.h"
@@ -18,6 +19,7 @@
 #include "engine/cuda/linear/linear.h"
 #include "engine/cuda/step_plan.h"
 #include "engine/model/config.h"
+#include "kernels/attention/attention.h"
 
 namespace gemma::cuda {
 
@@ -25,6 +27,16 @@ struct PassShape {
   int num_tokens = 0;
   int num_seqs = 0;
   int max_q_len = 0;  // 1: decode attention
+  // The plan's positions (host copies, for prefill passes over an E4M3
+  // cache: the bf16 scratch they need); empty: not known.
+  std::span<const int32_t> q_pos0, q_offsets;
+};
+
+// What the KV pools will be (they may be created after the ModelForward).
+struct PoolPlan {
+  int max_context = 0;  // tokens per sequence
+  int block_size = 16;
+  bool kv_fp8 = false;  // E4M3 pools
 };
 
 class ModelForward {
@@ -32,7 +44,10 @@ class ModelForward {
   // `max_tokens` and `max_seqs` bound a pass; `max_logit_rows` one EnqueueLogits call;
   // `decode_splits` > 0 overrides the decode attention split count;
   // `max_table_entries` sizes the block tables of a pass (the pools in
-  // `cache` may be created after this object).
+  // `cache` may be created after this object). With E4M3 pools (`pools`),
+  // prefill widens the pages a pass reads into a bf16 scratch for up to
+  // max_context keys and runs the bf16 attention on it
+  // (kernels/attention/kv_expand.h), unless GEMMA_FP8_KV_PREFILL_BF16=0.
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
                                                              const DeviceWeights* weights,
                                                              KvCache* cache, LinearDispatcher* linear,
@@ -40,7 +55,7 @@ class ModelForward {
                                                              int max_tokens, int max_seqs,
                                                              int max_logit_rows,
                                                              int decode_splits, float embed_scale,
-                                                             int max_table_entries);
+                                                             int max_table_entries, const PoolPlan& pools);
 
   const MetadataLayout& layout() const { return layout_; }
   int32_t* metadata() const { return metadata_.get<int32_t>(); }  // device block
@@ -75,6 +90,12 @@ class ModelForward {
                bool act) const;
   static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
   absl::Status SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream);
+  absl::Status AllocateKvExpand(const PoolPlan& pools, int max_tokens);
+  // Prefill over an E4M3 cache: widens the pages layer `s` reads in this
+  // pass into the bf16 scratch and points `ap` at it; leaves `ap` alone
+  // when the scratch is off or too small for the pass.
+  absl::Status ExpandKvForPrefill(const LayerSpec& s, const PassShape& shape, kernels::AttentionParams& ap,
+                                  cudaStream_t stream);
 
   const ModelConfig* config_ = nullptr;
   const DeviceWeights* weights_ = nullptr;
@@ -107,6 +128,10 @@ class ModelForward {
   DeviceBuffer logits_;     // fp32 [max_logit_rows, V]
   DeviceBuffer ids_;        // int32 [max_logit_rows]
   DeviceBuffer attn_workspace_;
+  DeviceBuffer expand_k_, expand_v_;  // bf16 scratch pools (kv_expand.h), expand_elems_ each
+  DeviceBuffer expand_tables_;        // int32 [max_table_entries]
+  int64_t expand_elems_ = 0;
+  int max_table_entries_ = 0;
 };
 
 }  // namespace gemma::cuda

@@ -75,7 +75,7 @@ absl::Status PassExecutor::RunPass(PassPlan& plan, const PassOutput& want) {
     return Collect(plan, 0, rows, want.argmax() ? forward_->ids() : nullptr, want);
   }
   GEMMA_STATUS_RETURN_IF_ERROR(
-      forward_->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len}, stream_));
+      forward_->EnqueueLayers({plan.num_tokens(), plan.num_seqs(), plan.max_q_len, plan.q_pos0, plan.q_offsets}, stream_));
   for (int begin = 0; begin < rows; begin += forward_->max_logit_rows()) {
     const int count = std::min(rows - begin, forward_->max_logit_rows());
     GEMMA_STATUS_RETURN_IF_ERROR(forward_->EnqueueLogits(begin, count, want.argmax(), stream_));

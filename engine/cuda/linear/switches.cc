@@ -37,7 +37,8 @@ std::string DefaultCachePath() {
 std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
-          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY"};
+          "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY",
+          "GEMMA_FP8_KV_PREFILL_BF16"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -62,6 +63,7 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.prefill_wgmma = OnUnlessZero("GEMMA_PREFILL_WGMMA");
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
+  s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
   return s;
 }
 

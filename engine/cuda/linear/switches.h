@@ -57,6 +57,11 @@ struct TuningSwitches {
   // rows (twice the fp8 copy's bytes, the int4 values exactly); 0 frees it
   // and such passes dequantize per call.
   bool int4_bf16_copy = true;
+  // GEMMA_FP8_KV_PREFILL_BF16 (default 1): prefill over an E4M3 KV cache
+  // widens the pages each pass reads into a bf16 scratch and runs the bf16
+  // attention kernels on it (kernels/attention/kv_expand.h); 0 runs the
+  // E4M3 kernels on the cache.
+  bool fp8_kv_prefill_bf16 = true;
   // GEMMA_PREFILL_WGMMA (default 1): 0 leaves the Hopper wgmma prefill
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).

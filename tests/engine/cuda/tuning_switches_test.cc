@@ -45,6 +45,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.prefill_wgmma);
   EXPECT_TRUE(s.int4_bf16_copy);
   EXPECT_TRUE(s.int4_fp8_copy);
+  EXPECT_TRUE(s.fp8_kv_prefill_bf16);
 }
 
 TEST(TuningSwitches, ParsesEverySwitch) {
@@ -60,6 +61,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_PREFILL_WGMMA", "0", 1);
   setenv("GEMMA_INT4_BF16_COPY", "0", 1);
   setenv("GEMMA_INT4_FP8_COPY", "0", 1);
+  setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
   EXPECT_EQ(s.autotune_cache, "/tmp/tuning-switches-test.txt");
@@ -72,6 +74,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.prefill_wgmma);
   EXPECT_FALSE(s.int4_bf16_copy);
   EXPECT_FALSE(s.int4_fp8_copy);
+  EXPECT_FALSE(s.fp8_kv_prefill_bf16);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
   const TuningSwitches t = TuningSwitches::FromEnv();

@@ -14,6 +14,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/autotune.h"
+#include "kernels/attention/kv_expand.h"
 #include "tests/kernels/attention/attention_case.h"
 
 namespace gemma::kernels::testing {
@@ -171,6 +172,74 @@ TEST_F(Fp8KvAttentionTest, PrefillSliding31BRing) {
   c.poison_unused_cache = true;
   c.seed = 4;
   Prefill(c);
+}
+
+// Prefill over an E4M3 cache through the bf16 kernels: the pages widened
+// into a bf16 scratch (kv_expand.h) under renumbered tables give exactly the
+// bf16 cache's result (E4M3 values are bf16 values; same kernel, same keys),
+// global and windowed, several sequences, chunks at depth.
+TEST_F(Fp8KvAttentionTest, WidenedPagesGiveTheBf16CachesBits) {
+  for (const int window : {0, 96}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    AttentionCase c{.head_dim = window ? 256 : 512, .num_heads = 32, .num_kv_heads = window ? 16 : 4,
+                    .window = window, .capacity = 400, .num_slots = 3};
+    c.q_lens = {70, 1, 33};
+    c.q_pos0 = {200, 0, 366};
+    c.slots = {2, 0, 1};
+    c.e4m3_values = true;
+    c.seed = 30 + window;
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    const AttentionParams bf16 = prob.PagedParams(16);
+    const AttentionParams fp8 = prob.Fp8(bf16);
+    CUDA_OK(prob.Poison());
+    ASSERT_EQ(LaunchPrefillAttentionWithConfig(bf16, "default", nullptr), "");
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> want = prob.Output();
+
+    const int64_t blocks = KvExpandBlocks(c.q_pos0, c.q_lens, 16, window);
+    ASSERT_GT(blocks, 0);
+    const size_t page = size_t{16} * c.num_kv_heads * c.head_dim;
+    DeviceBuffer k(blocks * page * 2), v(blocks * page * 2), tables(4096 * sizeof(int));
+    KvExpandParams ep;
+    ep.k_cache = fp8.k_cache;
+    ep.v_cache = fp8.v_cache;
+    ep.k_out = k.as<__nv_bfloat16>();
+    ep.v_out = v.as<__nv_bfloat16>();
+    ep.tables_out = tables.as<int>();
+    ep.block_tables = fp8.block_tables;
+    ep.table_offsets = fp8.table_offsets;
+    ep.q_offsets = fp8.q_offsets;
+    ep.q_pos0 = fp8.q_pos0;
+    ep.num_seqs = fp8.num_seqs;
+    ep.block_size = 16;
+    ep.num_kv_heads = c.num_kv_heads;
+    ep.head_dim = c.head_dim;
+    ep.window = window;
+    ep.out_blocks = static_cast<int>(blocks);
+    ASSERT_EQ(LaunchKvExpand(ep, nullptr), "");
+    AttentionParams widened = bf16;
+    widened.k_cache = k.as<void>();
+    widened.v_cache = v.as<void>();
+    widened.block_tables = tables.as<int>();
+    widened.num_blocks = static_cast<int>(blocks);
+    CUDA_OK(prob.Poison());
+    ASSERT_EQ(LaunchPrefillAttentionWithConfig(widened, "default", nullptr), "");
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> got = prob.Output();
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "of " << got.size() << " outputs";
+    const ErrorReport r = Compare(got, ref);
+    EXPECT_EQ(r.num_not_finite, 0);
+    EXPECT_LT(r.rel_error, kTolerance);
+  }
+  KvExpandParams bad;
+  EXPECT_NE(LaunchKvExpand(bad, nullptr).find("null"), std::string::npos);
+  // Host count: ceil(end / 16) - lo / 16 per sequence.
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 0), 17 + 1);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 96), 17 - 6 + 1);
 }
 
 TEST_F(Fp8KvAttentionTest, PrefillFixtureHeadDims) {
