@@ -1,5 +1,7 @@
 #include "engine/cuda/model_forward.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -53,6 +55,9 @@ absl::Status ModelForward::AllocateKvExpand(const PoolPlan& pools, int max_token
   }
   GEMMA_STATUS_RETURN_IF_ERROR(expand_k_.Allocate(expand_elems_ * sizeof(__nv_bfloat16)));
   GEMMA_STATUS_RETURN_IF_ERROR(expand_v_.Allocate(expand_elems_ * sizeof(__nv_bfloat16)));
+  spdlog::info("cuda: fp8 KV cache: prefill attention runs bf16 on widened pages (scratch {:.2f} GB for {} keys; "
+               "GEMMA_FP8_KV_PREFILL_BF16=0: E4M3 kernels)",
+               2.0 * expand_elems_ * sizeof(__nv_bfloat16) / 1e9, pools.max_context);
   return expand_tables_.Allocate(std::max(1, max_table_entries_) * sizeof(int32_t));
 }
 
