@@ -71,28 +71,11 @@ absl::Status ModelForward::ExpandKvForPrefill(const LayerSpec& s, const PassShap
   const int64_t need = kernels::KvExpandBlocks(shape.q_pos0, q_lens, bs, ap.window);
   const int64_t out_blocks = expand_elems_ / (int64_t{bs} * s.num_kv_heads * s.head_dim);
   if (need <= 0 || need > out_blocks) return absl::OkStatus();
-  kernels::KvExpandParams ep;
-  ep.k_cache = ap.k_cache;
-  ep.v_cache = ap.v_cache;
-  ep.k_out = expand_k_.get<__nv_bfloat16>();
-  ep.v_out = expand_v_.get<__nv_bfloat16>();
-  ep.tables_out = expand_tables_.get<int>();
-  ep.block_tables = ap.block_tables;
-  ep.table_offsets = ap.table_offsets;
-  ep.q_offsets = ap.q_offsets;
-  ep.q_pos0 = ap.q_pos0;
-  ep.num_seqs = ap.num_seqs;
-  ep.block_size = bs;
-  ep.num_kv_heads = s.num_kv_heads;
-  ep.head_dim = s.head_dim;
-  ep.window = ap.window;
-  ep.out_blocks = static_cast<int>(out_blocks);
+  const kernels::KvExpandParams ep =
+      kernels::KvExpandOf(ap, expand_k_.get<__nv_bfloat16>(), expand_v_.get<__nv_bfloat16>(),
+                          expand_tables_.get<int>(), static_cast<int>(out_blocks));
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchKvExpand(ep, stream));
-  ap.k_cache = expand_k_.get<__nv_bfloat16>();
-  ap.v_cache = expand_v_.get<__nv_bfloat16>();
-  ap.kv_fp8 = false;
-  ap.block_tables = expand_tables_.get<int>();
-  ap.num_blocks = static_cast<int>(out_blocks);
+  ap = kernels::WidenedView(ap, ep);
   return absl::OkStatus();
 }
 

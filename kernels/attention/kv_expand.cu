@@ -93,6 +93,37 @@ std::string LaunchKvExpand(const KvExpandParams& p, cudaStream_t stream) {
   return LaunchError("kv expand");
 }
 
+KvExpandParams KvExpandOf(const AttentionParams& paged, __nv_bfloat16* k_out, __nv_bfloat16* v_out, int* tables_out,
+                          int out_blocks) {
+  KvExpandParams e;
+  e.k_cache = paged.k_cache;
+  e.v_cache = paged.v_cache;
+  e.k_out = k_out;
+  e.v_out = v_out;
+  e.tables_out = tables_out;
+  e.block_tables = paged.block_tables;
+  e.table_offsets = paged.table_offsets;
+  e.q_offsets = paged.q_offsets;
+  e.q_pos0 = paged.q_pos0;
+  e.num_seqs = paged.num_seqs;
+  e.block_size = paged.block_size;
+  e.num_kv_heads = paged.num_kv_heads;
+  e.head_dim = paged.head_dim;
+  e.window = paged.window;
+  e.out_blocks = out_blocks;
+  return e;
+}
+
+AttentionParams WidenedView(const AttentionParams& paged, const KvExpandParams& expand) {
+  AttentionParams w = paged;
+  w.k_cache = expand.k_out;
+  w.v_cache = expand.v_out;
+  w.kv_fp8 = false;
+  w.block_tables = expand.tables_out;
+  w.num_blocks = expand.out_blocks;
+  return w;
+}
+
 int64_t KvExpandBlocks(std::span<const int> q_pos0, std::span<const int> q_lens, int block_size, int window) {
   int64_t blocks = 0;
   for (size_t i = 0; i < q_pos0.size() && i < q_lens.size(); ++i) {

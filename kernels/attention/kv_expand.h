@@ -20,6 +20,8 @@
 #include <span>
 #include <string>
 
+#include "kernels/attention/attention.h"
+
 namespace gemma::kernels {
 
 struct KvExpandParams {
@@ -41,6 +43,12 @@ struct KvExpandParams {
 };
 
 std::string LaunchKvExpand(const KvExpandParams& p, cudaStream_t stream);
+
+// The widening of `paged` (an E4M3 paged view, attention.h) into a scratch
+// of `out_blocks` pages, and the bf16 view of that scratch once widened.
+KvExpandParams KvExpandOf(const AttentionParams& paged, __nv_bfloat16* k_out, __nv_bfloat16* v_out, int* tables_out,
+                          int out_blocks);
+AttentionParams WidenedView(const AttentionParams& paged, const KvExpandParams& expand);
 
 // Scratch blocks a pass needs (host side): the sum over sequences of the
 // blocks holding positions [lo_i, end_i), end_i = q_pos0[i] + q_len_i.
