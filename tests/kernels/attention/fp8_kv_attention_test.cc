@@ -218,11 +218,73 @@ TEST_F(Fp8KvAttentionTest, WidenedPagesGiveTheBf16CachesBits) {
     EXPECT_EQ(r.num_not_finite, 0);
     EXPECT_LT(r.rel_error, kTolerance);
   }
-  KvExpandParams bad;
-  EXPECT_NE(LaunchKvExpand(bad, nullptr).find("null"), std::string::npos);
-  // Host count: ceil(end / 16) - lo / 16 per sequence.
+}
+
+// The host side of the widening (no GPU needed): the pages a pass needs, the
+// parameters taken from the paged view, the bf16 view of the scratch, and
+// refusals that name the field.
+TEST(KvExpandHost, CountsPagesAndMapsViews) {
+  // ceil(end / 16) - lo / 16 per sequence; lo = max(0, pos0 - window + 1).
   EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 0), 17 + 1);
   EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 96), 17 - 6 + 1);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{0, 31}, std::vector<int>{0, 2}, 16, 0), 0 + 3);  // empty sequence
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1023}, std::vector<int>{1}, 16, 1024), 64);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1024}, std::vector<int>{1}, 16, 1024), 65 - 0);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1040}, std::vector<int>{1}, 16, 1024), 66 - 1);
+
+  int pool_tables[4], scratch_tables[4], offsets[2], q_offsets[3], q_pos0[2];
+  AttentionParams paged;
+  paged.k_cache = &pool_tables[0];
+  paged.v_cache = &pool_tables[1];
+  paged.kv_fp8 = true;
+  paged.block_tables = pool_tables;
+  paged.table_offsets = offsets;
+  paged.q_offsets = q_offsets;
+  paged.q_pos0 = q_pos0;
+  paged.num_seqs = 2;
+  paged.block_size = 32;
+  paged.num_blocks = 1000;
+  paged.num_kv_heads = 4;
+  paged.head_dim = 512;
+  paged.window = 7;
+  auto* k = reinterpret_cast<__nv_bfloat16*>(&scratch_tables[2]);
+  auto* v = reinterpret_cast<__nv_bfloat16*>(&scratch_tables[3]);
+  const KvExpandParams e = KvExpandOf(paged, k, v, scratch_tables, 12);
+  EXPECT_EQ(e.k_cache, paged.k_cache);
+  EXPECT_EQ(e.v_cache, paged.v_cache);
+  EXPECT_EQ(e.block_tables, pool_tables);
+  EXPECT_EQ(e.table_offsets, offsets);
+  EXPECT_EQ(e.q_offsets, q_offsets);
+  EXPECT_EQ(e.q_pos0, q_pos0);
+  EXPECT_EQ(e.num_seqs, 2);
+  EXPECT_EQ(e.block_size, 32);
+  EXPECT_EQ(e.num_kv_heads, 4);
+  EXPECT_EQ(e.head_dim, 512);
+  EXPECT_EQ(e.window, 7);
+  EXPECT_EQ(e.out_blocks, 12);
+  const AttentionParams w = WidenedView(paged, e);
+  EXPECT_EQ(w.k_cache, static_cast<const void*>(k));
+  EXPECT_EQ(w.v_cache, static_cast<const void*>(v));
+  EXPECT_FALSE(w.kv_fp8);
+  EXPECT_EQ(w.block_tables, scratch_tables);
+  EXPECT_EQ(w.table_offsets, offsets);  // the scratch tables keep the pool tables' offsets
+  EXPECT_EQ(w.num_blocks, 12);
+  EXPECT_EQ(w.window, 7);
+
+  KvExpandParams bad;
+  EXPECT_NE(LaunchKvExpand(bad, nullptr).find("null"), std::string::npos);
+  KvExpandParams odd = e;
+  odd.block_size = 24;
+  EXPECT_NE(LaunchKvExpand(odd, nullptr).find("block_size must be a power of two, got 24"), std::string::npos);
+  odd = e;
+  odd.head_dim = 40;
+  EXPECT_NE(LaunchKvExpand(odd, nullptr).find("head_dim"), std::string::npos);
+  odd = e;
+  odd.out_blocks = 0;
+  EXPECT_NE(LaunchKvExpand(odd, nullptr).find("out_blocks must be positive, got 0"), std::string::npos);
+  odd = e;
+  odd.window = -1;
+  EXPECT_NE(LaunchKvExpand(odd, nullptr).find("window"), std::string::npos);
 }
 
 TEST_F(Fp8KvAttentionTest, PrefillFixtureHeadDims) {
