@@ -65,10 +65,8 @@ absl::Status ModelForward::ExpandKvForPrefill(const LayerSpec& s, const PassShap
                                               kernels::AttentionParams& ap, cudaStream_t stream) {
   if (expand_elems_ == 0 || shape.q_pos0.empty() || shape.q_offsets.size() != shape.q_pos0.size() + 1)
     return absl::OkStatus();
-  std::vector<int> q_lens(shape.q_pos0.size());
-  for (size_t i = 0; i < q_lens.size(); ++i) q_lens[i] = shape.q_offsets[i + 1] - shape.q_offsets[i];
   const int bs = ap.block_size;
-  const int64_t need = kernels::KvExpandBlocks(shape.q_pos0, q_lens, bs, ap.window);
+  const int64_t need = kernels::KvExpandBlocks(shape.q_pos0, shape.q_offsets, bs, ap.window);
   const int64_t out_blocks = expand_elems_ / (int64_t{bs} * s.num_kv_heads * s.head_dim);
   if (need <= 0 || need > out_blocks) return absl::OkStatus();
   const kernels::KvExpandParams ep =

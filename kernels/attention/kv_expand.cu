@@ -124,10 +124,10 @@ AttentionParams WidenedView(const AttentionParams& paged, const KvExpandParams& 
   return w;
 }
 
-int64_t KvExpandBlocks(std::span<const int> q_pos0, std::span<const int> q_lens, int block_size, int window) {
+int64_t KvExpandBlocks(std::span<const int> q_pos0, std::span<const int> q_offsets, int block_size, int window) {
   int64_t blocks = 0;
-  for (size_t i = 0; i < q_pos0.size() && i < q_lens.size(); ++i) {
-    const int64_t end = static_cast<int64_t>(q_pos0[i]) + q_lens[i];
+  for (size_t i = 0; i < q_pos0.size() && i + 1 < q_offsets.size(); ++i) {
+    const int64_t end = static_cast<int64_t>(q_pos0[i]) + q_offsets[i + 1] - q_offsets[i];
     if (end <= 0) continue;
     const int64_t lo = window > 0 ? std::max<int64_t>(0, q_pos0[i] - window + 1) : 0;
     blocks += (end + block_size - 1) / block_size - lo / block_size;

@@ -50,8 +50,9 @@ KvExpandParams KvExpandOf(const AttentionParams& paged, __nv_bfloat16* k_out, __
                           int out_blocks);
 AttentionParams WidenedView(const AttentionParams& paged, const KvExpandParams& expand);
 
-// Scratch blocks a pass needs (host side): the sum over sequences of the
-// blocks holding positions [lo_i, end_i), end_i = q_pos0[i] + q_len_i.
-int64_t KvExpandBlocks(std::span<const int> q_pos0, std::span<const int> q_lens, int block_size, int window);
+// Scratch blocks a pass needs (host side, from host copies of the pass's
+// q_pos0 and q_offsets): the sum over sequences of the blocks holding
+// positions [lo_i, end_i), end_i = q_pos0[i] + q_offsets[i + 1] - q_offsets[i].
+int64_t KvExpandBlocks(std::span<const int> q_pos0, std::span<const int> q_offsets, int block_size, int window);
 
 }  // namespace gemma::kernels

@@ -197,7 +197,9 @@ TEST_F(Fp8KvAttentionTest, WidenedPagesGiveTheBf16CachesBits) {
     CUDA_OK(cudaDeviceSynchronize());
     const std::vector<float> want = prob.Output();
 
-    const int64_t blocks = KvExpandBlocks(c.q_pos0, c.q_lens, 16, window);
+    std::vector<int> q_offsets{0};
+    for (int len : c.q_lens) q_offsets.push_back(q_offsets.back() + len);
+    const int64_t blocks = KvExpandBlocks(c.q_pos0, q_offsets, 16, window);
     ASSERT_GT(blocks, 0);
     const size_t page = size_t{16} * c.num_kv_heads * c.head_dim;
     DeviceBuffer k(blocks * page * 2), v(blocks * page * 2), tables(4096 * sizeof(int));
@@ -225,12 +227,12 @@ TEST_F(Fp8KvAttentionTest, WidenedPagesGiveTheBf16CachesBits) {
 // refusals that name the field.
 TEST(KvExpandHost, CountsPagesAndMapsViews) {
   // ceil(end / 16) - lo / 16 per sequence; lo = max(0, pos0 - window + 1).
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 0), 17 + 1);
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{70, 1}, 16, 96), 17 - 6 + 1);
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{0, 31}, std::vector<int>{0, 2}, 16, 0), 0 + 3);  // empty sequence
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1023}, std::vector<int>{1}, 16, 1024), 64);
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1024}, std::vector<int>{1}, 16, 1024), 65 - 0);
-  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1040}, std::vector<int>{1}, 16, 1024), 66 - 1);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{0, 70, 71}, 16, 0), 17 + 1);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{200, 0}, std::vector<int>{0, 70, 71}, 16, 96), 17 - 6 + 1);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{0, 31}, std::vector<int>{0, 0, 2}, 16, 0), 0 + 3);  // empty sequence
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1023}, std::vector<int>{0, 1}, 16, 1024), 64);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1024}, std::vector<int>{0, 1}, 16, 1024), 65 - 0);
+  EXPECT_EQ(KvExpandBlocks(std::vector<int>{1040}, std::vector<int>{0, 1}, 16, 1024), 66 - 1);
 
   int pool_tables[4], scratch_tables[4], offsets[2], q_offsets[3], q_pos0[2];
   AttentionParams paged;
