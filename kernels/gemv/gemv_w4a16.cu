@@ -12,12 +12,26 @@
 namespace gemma::kernels {
 namespace {
 
+// Dynamic shared memory of GemvW4Kernel's STAGE_X: x rows at the padded k
+// and a float per 32-group and column. Batch 1 fits up to k = 32 768; three
+// blocks of the largest still share a multiprocessor.
+constexpr int64_t kMaxStagedXBytes = 96 * 1024;
+inline int64_t StagedXBytes(int batch, int k, int nt) {
+  return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * 8 * nt * 4;
+}
+
 // Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
 // as bf16x2 values u - 8, exactly: 0x4300 | u is 128 + u in bf16 (one lop3),
 // minus 136.
-__device__ __forceinline__ uint32_t CodePairToBf16x2(uint32_t word, int p) {
+// Codes p and p + 4 as 128 + u (no subtraction): the caller removes
+// 136 * sum(x) per 32-group instead.
+__device__ __forceinline__ uint32_t BiasedCodePair(uint32_t word, int p) {
   uint32_t biased;
   asm("lop3.b32 %0, %1, 0x000f000f, 0x43004300, 0xea;" : "=r"(biased) : "r"(word >> (4 * p)));
+  return biased;
+}
+__device__ __forceinline__ uint32_t CodePairToBf16x2(uint32_t word, int p) {
+  const uint32_t biased = BiasedCodePair(word, p);
   __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&biased);
   const __nv_bfloat162_raw offset_raw{0x4308, 0x4308};  // 136
   v = __hsub2(v, __nv_bfloat162(offset_raw));
@@ -68,24 +82,28 @@ __device__ __forceinline__ void StoreTiles(const GemvW4Params& p, const float (&
 // (wv[r][h]: rows g + 8h) and scales (sv[r], the quad's 16 bytes at 8 g + 4 h + q)
 // against the x fragments xb[j] (16 bytes of x row 8 j + g, columns 8t..8t+7 of
 // the group), into zeroed partials scaled into acc.
-template <int RT, int NT>
+// FOLD: the codes stay biased (128 + u) and init[j] holds -136 * sum(x) of
+// the group for the lane's accumulator columns, so the partial starts from it
+// instead of zero: the same sum, two operations fewer per code pair.
+template <int RT, int NT, bool FOLD = false>
 __device__ __forceinline__ void MultiplyGroup(float (&acc)[RT][NT][4], const uint4 (&wv)[RT][2], const uint4 (&sv)[RT],
-                                              const uint4 (&xb)[NT], int q) {
+                                              const uint4 (&xb)[NT], int q, const float (*init)[4] = nullptr) {
   const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  auto code_pair = [](uint32_t word, int p) { return FOLD ? BiasedCodePair(word, p) : CodePairToBf16x2(word, p); };
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const uint32_t aw = (&wv[r][0].x)[q], bw = (&wv[r][1].x)[q];
-    const uint32_t a0 = CodePairToBf16x2(aw, 0), a1 = CodePairToBf16x2(bw, 0);
-    const uint32_t a2 = CodePairToBf16x2(aw, 1), a3 = CodePairToBf16x2(bw, 1);
-    const uint32_t a4 = CodePairToBf16x2(aw, 2), a5 = CodePairToBf16x2(bw, 2);
-    const uint32_t a6 = CodePairToBf16x2(aw, 3), a7 = CodePairToBf16x2(bw, 3);
+    const uint32_t a0 = code_pair(aw, 0), a1 = code_pair(bw, 0);
+    const uint32_t a2 = code_pair(aw, 1), a3 = code_pair(bw, 1);
+    const uint32_t a4 = code_pair(aw, 2), a5 = code_pair(bw, 2);
+    const uint32_t a6 = code_pair(aw, 3), a7 = code_pair(bw, 3);
     const uint32_t* sw = &sv[r].x;
     const float sa = HalfBits(sw[q / 2] >> (16 * (q % 2)));
     const float sb = HalfBits(sw[2 + q / 2] >> (16 * (q % 2)));
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       float part_acc[4];
-      MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, zero);
+      MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, FOLD ? init[j] : zero);
       MmaBf16(part_acc, a4, a5, a6, a7, xb[j].z, xb[j].w);
       acc[r][j][0] += sa * part_acc[0];
       acc[r][j][1] += sa * part_acc[1];
@@ -132,12 +150,25 @@ __device__ __forceinline__ void ReduceParts(float (&acc)[RT][NT][4], float (&par
 // are prefetched into L1 with the weights). PIPE keeps two register stages
 // so a lane's next loads fly during its MMAs. Persistent launches give every
 // resident block the same number of block tiles.
-template <int RT, int NT, int U, int KS, int WARPS, bool PIPE>
+// STAGE_X: the block copies all of x into shared memory once, after the
+// previous kernel, and the MMAs read their fragments from there (a shared
+// load instead of an L1/L2 round trip per 32-group, which left warps waiting
+// on x), with -136 * sum(x) of every 32-group beside it so that the codes
+// need no offset subtraction (MultiplyGroup's FOLD). Dynamic shared memory:
+// StagedXBytes(batch, k) <= kMaxStagedXBytes (the launcher checks).
+template <int RT, int NT, int U, int KS, int WARPS, bool PIPE, bool STAGE_X>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kStages = PIPE ? 2 : 1;
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
+  // x rows, 16-byte chunk i of row r at r * kchunks + (i ^ 4 (r & 1)): two rows
+  // a quarter-warp reads together fall in different banks. Then the group
+  // sums, [group][8 NT columns] (columns past the batch never written: they
+  // only reach accumulator columns that are never stored).
+  extern __shared__ uint4 x_stage[];
+  const int kchunks = W4PaddedK(p.k) / 8;
+  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * kchunks);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int part = warp % KS;
@@ -177,7 +208,16 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
     return p.x + static_cast<size_t>(8 * j + g) * p.k + 128 * c + 32 * q + 8 * t;
   };
   auto x_ok = [&](int j, int c, int q) { return 8 * j + g < p.batch && c < end && 128 * c + 32 * q < p.k; };
+  auto x_frag = [&](int j, int c, int q) {
+    if constexpr (STAGE_X) {
+      const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
+      return x_stage[row * kchunks + ((16 * c + 4 * q + t) ^ ((row & 1) << 2))];
+    } else {
+      return x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
+    }
+  };
   auto prefetch_x = [&](int base) {
+    if constexpr (STAGE_X) return;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll
@@ -191,14 +231,24 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + u;
+      if (STAGE_X && c >= end) break;  // warp-uniform; the staged x ends at the padded k
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // word q of each lane-chunk: 32-group 4 c + q
         uint4 xq[NT];
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          xq[j] = x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < NT; ++j) xq[j] = x_frag(j, c, q);
+        if constexpr (STAGE_X) {
+          float init[NT][4];
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const float2 v = *reinterpret_cast<const float2*>(group_sums + (4 * c + q) * 8 * NT + 8 * j + 2 * t);
+            init[j][0] = init[j][2] = v.x;
+            init[j][1] = init[j][3] = v.y;
+          }
+          MultiplyGroup<RT, NT, true>(acc, wv[s][u], sv[s][u], xq, q, init);
+        } else {
+          MultiplyGroup<RT, NT>(acc, wv[s][u], sv[s][u], xq, q);
         }
-        MultiplyGroup<RT, NT>(acc, wv[s][u], sv[s][u], xq, q);
       }
     }
   };
@@ -209,6 +259,36 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   }
   set_tile(blockIdx.x);
   load(0, beg);  // weights and scales do not depend on the previous kernel
+  if constexpr (STAGE_X) {
+    WaitForPreviousKernel();
+    for (int i = threadIdx.x; i < p.batch * kchunks; i += WARPS * 32) {
+      const int row = i / kchunks, ci = i - row * kchunks;
+      const bool valid = 8 * ci < p.k;  // zeros past k: padding codes have scale 0, and 0 * x must stay 0
+      CpAsync16(SmemAddr(x_stage + row * kchunks + (ci ^ ((row & 1) << 2))),
+                valid ? p.x + static_cast<size_t>(row) * p.k + 8 * ci : p.x, valid);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+    __syncthreads();
+    float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
+    const int groups = kchunks / 4;
+    for (int i = threadIdx.x; i < p.batch * groups; i += WARPS * 32) {
+      const int row = i / groups, grp = i - row * groups;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const uint4 v = x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))];
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(h[e]);
+          sum += f.x + f.y;
+        }
+      }
+      sums[grp * 8 * NT + row] = -136.0f * sum;
+    }
+    __syncthreads();
+  }
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
     const int tile0 = bt * kTilesPerBlock + (warp / KS) * RT;
     float acc[RT][NT][4];
@@ -249,11 +329,26 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   }
 }
 
-template <int RT, int NT, int U, int KS, int WARPS, bool PIPE = true, bool persistent = false>
+// stage_x tilings read x from L1/L2 where it does not fit kMaxStagedXBytes.
+template <int RT, int NT, int U, int KS, int WARPS, bool PIPE = true, bool persistent = false, bool stage_x = false>
 void Launch(const GemvW4Params& p, cudaStream_t stream) {
-  constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE>;
+  static_assert(!(persistent && stage_x), "a persistent grid is sized without dynamic shared memory");
   const int tiles_per_block = (WARPS / KS) * RT;
   const int block_tiles = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
+  if constexpr (stage_x) {
+    const int64_t smem = StagedXBytes(p.batch, p.k, NT);
+    if (smem <= kMaxStagedXBytes) {
+      constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, true>;
+      static const bool ready = [] {  // above 48 KB needs the opt-in (set once, before any capture)
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxStagedXBytes) ==
+               cudaSuccess;
+      }();
+      (void)ready;  // a failed opt-in shows as the launch's error
+      LaunchWithPdl(kernel, dim3(block_tiles), dim3(WARPS * 32), static_cast<int>(smem), stream, p);
+      return;
+    }
+  }
+  constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, false>;
   int blocks = block_tiles;
   if constexpr (persistent) blocks = PersistentGrid(block_tiles, ResidentBlocks<kernel>(WARPS * 32));
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
@@ -368,7 +463,9 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // n<8-row x tiles>-t<16-row tiles per warp>u<super-chunks per step>k<warps
 // splitting K>, w<warps per block> where it differs from 4 (or from k when
 // k > 4); p- persistent, s- single register stage (no pipelining), x- x
-// staged in shared memory (GemvW4StagedKernel).
+// staged in shared memory (GemvW4StagedKernel), xs- all of x copied to
+// shared memory once per block with its group sums (GemvW4Kernel's STAGE_X,
+// up to kMaxStagedXBytes).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
@@ -392,6 +489,14 @@ constexpr Tiling kTilings[] = {
     {"x-n1-t2k1", 1, LaunchStaged<2, 1, 1, 4>},
     {"x-n1-t1k2", 1, LaunchStaged<1, 1, 2, 4>},
     {"x-n1-t1k4", 1, LaunchStaged<1, 1, 4, 4>},
+    {"xs-n1-t1u4k4", 1, Launch<1, 1, 4, 4, 4, true, false, true>},
+    {"xs-n1-t1u2k4", 1, Launch<1, 1, 2, 4, 4, true, false, true>},
+    {"xs-n1-t1u4k4w8", 1, Launch<1, 1, 4, 4, 8, true, false, true>},
+    {"xs-n1-t1u2k4w8", 1, Launch<1, 1, 2, 4, 8, true, false, true>},
+    {"xs-n1-t1u4k8", 1, Launch<1, 1, 4, 8, 8, true, false, true>},
+    {"xs-n1-t2u2k4", 1, Launch<2, 1, 2, 4, 4, true, false, true>},
+    {"xs-n1-t1u4k2", 1, Launch<1, 1, 4, 2, 4, true, false, true>},
+    {"xs-n1-t2u2k4w8", 1, Launch<2, 1, 2, 4, 8, true, false, true>},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
