@@ -142,6 +142,63 @@ __device__ __forceinline__ void ReduceParts(float (&acc)[RT][NT][4], float (&par
   __syncthreads();
 }
 
+// Staged x for the STAGE_X / async kernels, in dynamic shared memory: the
+// batch's x rows at the padded k, 16-byte chunk i of row r at
+// r * kchunks + (i ^ 4 (r & 1)) (two rows a quarter-warp reads together fall
+// in different banks), then -136 * sum(x) of every 32-group as
+// [group][8 NT columns] (columns past the batch are never written: they only
+// reach accumulator columns that are never stored). Zeros past k: padding
+// codes have scale 0, and 0 * x must stay 0. Ends with the block in step.
+template <int NT>
+__device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, int threads) {
+  const int kchunks = W4PaddedK(p.k) / 8;
+  for (int i = threadIdx.x; i < p.batch * kchunks; i += threads) {
+    const int row = i / kchunks, ci = i - row * kchunks;
+    const bool valid = 8 * ci < p.k;
+    CpAsync16(SmemAddr(x_stage + row * kchunks + (ci ^ ((row & 1) << 2))),
+              valid ? p.x + static_cast<size_t>(row) * p.k + 8 * ci : p.x, valid);
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  __syncthreads();
+  float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
+  const int groups = kchunks / 4;
+  for (int i = threadIdx.x; i < p.batch * groups; i += threads) {
+    const int row = i / groups, grp = i - row * groups;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint4 v = x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))];
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __bfloat1622float2(h[e]);
+        sum += f.x + f.y;
+      }
+    }
+    sums[grp * 8 * NT + row] = -136.0f * sum;
+  }
+  __syncthreads();
+}
+
+// Lane (g, t)'s x fragment of n8 tile j, super-chunk c, 32-group word q, and
+// its partials' starting values for that group (MultiplyGroup's FOLD).
+template <int NT>
+__device__ __forceinline__ uint4 StagedXFragment(const GemvW4Params& p, const uint4* x_stage, int j, int c, int q,
+                                                 int g, int t) {
+  const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
+  return x_stage[row * (W4PaddedK(p.k) / 8) + ((16 * c + 4 * q + t) ^ ((row & 1) << 2))];
+}
+template <int NT>
+__device__ __forceinline__ void StagedGroupInit(const float* group_sums, int group, int t, float (&init)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 v = *reinterpret_cast<const float2*>(group_sums + group * 8 * NT + 8 * j + 2 * t);
+    init[j][0] = init[j][2] = v.x;
+    init[j][1] = init[j][3] = v.y;
+  }
+}
+
 // A group of KS warps owns RT consecutive 16-row tiles and splits their S
 // super-chunks evenly; a step covers U super-chunks. Per super-chunk a lane
 // loads 2 x 16 bytes of codes and 16 bytes of scales per tile (L1 bypassed,
@@ -162,13 +219,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kStages = PIPE ? 2 : 1;
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
-  // x rows, 16-byte chunk i of row r at r * kchunks + (i ^ 4 (r & 1)): two rows
-  // a quarter-warp reads together fall in different banks. Then the group
-  // sums, [group][8 NT columns] (columns past the batch never written: they
-  // only reach accumulator columns that are never stored).
-  extern __shared__ uint4 x_stage[];
-  const int kchunks = W4PaddedK(p.k) / 8;
-  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * kchunks);
+  extern __shared__ uint4 x_stage[];  // STAGE_X: StageX's layout
+  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int part = warp % KS;
@@ -210,20 +262,20 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   auto x_ok = [&](int j, int c, int q) { return 8 * j + g < p.batch && c < end && 128 * c + 32 * q < p.k; };
   auto x_frag = [&](int j, int c, int q) {
     if constexpr (STAGE_X) {
-      const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
-      return x_stage[row * kchunks + ((16 * c + 4 * q + t) ^ ((row & 1) << 2))];
+      return StagedXFragment<NT>(p, x_stage, j, c, q, g, t);
     } else {
       return x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
     }
   };
   auto prefetch_x = [&](int base) {
-    if constexpr (STAGE_X) return;
+    if constexpr (!STAGE_X) {  // staged x needs no prefetch
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+      for (int u = 0; u < U; ++u) {
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        // Lanes t = 0..3 cover the super-chunk's 256 bytes of row 8 j + g.
-        if (x_ok(j, base + u, t)) asm volatile("prefetch.global.L1 [%0];" ::"l"(x_ptr(j, base + u, t)));
+        for (int j = 0; j < NT; ++j) {
+          // Lanes t = 0..3 cover the super-chunk's 256 bytes of row 8 j + g.
+          if (x_ok(j, base + u, t)) asm volatile("prefetch.global.L1 [%0];" ::"l"(x_ptr(j, base + u, t)));
+        }
       }
     }
   };
@@ -239,12 +291,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
         for (int j = 0; j < NT; ++j) xq[j] = x_frag(j, c, q);
         if constexpr (STAGE_X) {
           float init[NT][4];
-#pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            const float2 v = *reinterpret_cast<const float2*>(group_sums + (4 * c + q) * 8 * NT + 8 * j + 2 * t);
-            init[j][0] = init[j][2] = v.x;
-            init[j][1] = init[j][3] = v.y;
-          }
+          StagedGroupInit<NT>(group_sums, 4 * c + q, t, init);
           MultiplyGroup<RT, NT, true>(acc, wv[s][u], sv[s][u], xq, q, init);
         } else {
           MultiplyGroup<RT, NT>(acc, wv[s][u], sv[s][u], xq, q);
@@ -261,33 +308,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   load(0, beg);  // weights and scales do not depend on the previous kernel
   if constexpr (STAGE_X) {
     WaitForPreviousKernel();
-    for (int i = threadIdx.x; i < p.batch * kchunks; i += WARPS * 32) {
-      const int row = i / kchunks, ci = i - row * kchunks;
-      const bool valid = 8 * ci < p.k;  // zeros past k: padding codes have scale 0, and 0 * x must stay 0
-      CpAsync16(SmemAddr(x_stage + row * kchunks + (ci ^ ((row & 1) << 2))),
-                valid ? p.x + static_cast<size_t>(row) * p.k + 8 * ci : p.x, valid);
-    }
-    CpAsyncCommit();
-    CpAsyncWait<0>();
-    __syncthreads();
-    float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
-    const int groups = kchunks / 4;
-    for (int i = threadIdx.x; i < p.batch * groups; i += WARPS * 32) {
-      const int row = i / groups, grp = i - row * groups;
-      float sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const uint4 v = x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))];
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(h[e]);
-          sum += f.x + f.y;
-        }
-      }
-      sums[grp * 8 * NT + row] = -136.0f * sum;
-    }
-    __syncthreads();
+    StageX<NT>(p, x_stage, WARPS * 32);
   }
   for (int bt = blockIdx.x; bt < num_block_tiles; bt += gridDim.x) {
     const int tile0 = bt * kTilesPerBlock + (warp / KS) * RT;
@@ -352,6 +373,106 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
   int blocks = block_tiles;
   if constexpr (persistent) blocks = PersistentGrid(block_tiles, ResidentBlocks<kernel>(WARPS * 32));
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
+}
+
+// Batches 1..8 with x staged as in STAGE_X, and the weights streamed through
+// a ring of STAGES super-chunk slots per lane in shared memory (cp.async, one
+// commit group per super-chunk): the bytes in flight cost shared memory
+// instead of registers, so more of them fly per multiprocessor. A lane reads
+// back only the slots it filled itself, so waiting for its own groups is
+// enough (no barrier in the loop); a slot is refilled one iteration after
+// its registers fed the MMAs. One block tile per block.
+template <int RT, int STAGES, int KS, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
+  static_assert(WARPS % KS == 0, "K split must divide the block");
+  constexpr int NT = 1;
+  constexpr int kTilesPerBlock = (WARPS / KS) * RT;
+  __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
+  extern __shared__ uint4 smem[];  // [WARPS][STAGES][RT][3 pieces][32 lanes], then StageX's layout
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int part = warp % KS;
+  const int supers = W4PaddedK(p.k) / 128;
+  const int beg = supers * part / KS;
+  const int end = supers * (part + 1) / KS;
+  const int tiles = (p.n + 15) / 16;
+  const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
+  uint4* ring = smem + warp * STAGES * RT * 3 * 32 + lane;
+  uint4* x_stage = smem + WARPS * STAGES * RT * 3 * 32;
+  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
+
+  const uint4* w[RT];
+  const uint4* sc[RT];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int tile = min(tile0 + r, tiles - 1);  // past n: never stored
+    w[r] = reinterpret_cast<const uint4*>(p.w) + static_cast<size_t>(tile) * supers * 64 + lane;
+    sc[r] = reinterpret_cast<const uint4*>(p.scales) + static_cast<size_t>(tile) * supers * 8 + g;
+  }
+  auto slot = [&](int c, int r, int piece) { return ring + (((c - beg) % STAGES * RT + r) * 3 + piece) * 32; };
+  auto issue = [&](int c) {  // one commit group per call (empty past the part)
+    if (c < end) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        CpAsync16(SmemAddr(slot(c, r, 0)), w[r] + 64 * c, true);
+        CpAsync16(SmemAddr(slot(c, r, 1)), w[r] + 64 * c + 32, true);
+        CpAsync16(SmemAddr(slot(c, r, 2)), sc[r] + 8 * c, true);
+      }
+    }
+    CpAsyncCommit();
+  };
+
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) issue(beg + i);  // weights do not depend on the previous kernel
+  WaitForPreviousKernel();
+  AllowDependentLaunch();
+  StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
+
+  float acc[RT][NT][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
+  for (int c = beg; c < end; ++c) {
+    issue(c + STAGES - 1);
+    CpAsyncWait<STAGES - 1>();  // super-chunk c's group has landed
+    uint4 wv[RT][2], sv[RT];
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      wv[r][0] = *slot(c, r, 0);
+      wv[r][1] = *slot(c, r, 1);
+      sv[r] = *slot(c, r, 2);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint4 xq[NT] = {StagedXFragment<NT>(p, x_stage, 0, c, q, g, t)};
+      float init[NT][4];
+      StagedGroupInit<NT>(group_sums, 4 * c + q, t, init);
+      MultiplyGroup<RT, NT, true>(acc, wv, sv, xq, q, init);
+    }
+  }
+  CpAsyncWait<0>();
+
+  if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
+  if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
+}
+
+// Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
+// where x does not fit kMaxStagedXBytes.
+template <int RT, int STAGES, int KS, int WARPS>
+void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
+  constexpr int kRingBytes = WARPS * STAGES * RT * 3 * 32 * 16;
+  const int64_t staged = StagedXBytes(p.batch, p.k, 1);
+  if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS>;
+  static const bool ready = [kernel] {  // above 48 KB needs the opt-in (set once, before any capture)
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kRingBytes + kMaxStagedXBytes)) == cudaSuccess;
+  }();
+  (void)ready;  // a failed opt-in shows as the launch's error
+  const int tiles_per_block = (WARPS / KS) * RT;
+  const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
+  LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), static_cast<int>(kRingBytes + staged), stream, p);
 }
 
 // Batches above 8 (NT >= 2): reading x per warp from L1/L2 would move NT
@@ -465,7 +586,8 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // k > 4); p- persistent, s- single register stage (no pipelining), x- x
 // staged in shared memory (GemvW4StagedKernel), xs- all of x copied to
 // shared memory once per block with its group sums (GemvW4Kernel's STAGE_X,
-// up to kMaxStagedXBytes).
+// up to kMaxStagedXBytes), xa- the same with the weights streamed through
+// a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
@@ -496,6 +618,13 @@ constexpr Tiling kTilings[] = {
     {"xs-n1-t1u4k8", 1, Launch<1, 1, 4, 8, 8, true, false, true>},
     {"xs-n1-t2u2k4", 1, Launch<2, 1, 2, 4, 4, true, false, true>},
     {"xs-n1-t1u4k2", 1, Launch<1, 1, 4, 2, 4, true, false, true>},
+    {"xa-n1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4>},
+    {"xa-n1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4>},
+    {"xa-n1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4>},
+    {"xa-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8>},
+    {"xa-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8>},
+    {"xa-n1-t1s3k4", 1, LaunchAsync<1, 3, 4, 4>},
+    {"xa-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4>},
     {"xs-n1-t2u2k4w8", 1, Launch<2, 1, 2, 4, 8, true, false, true>},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
