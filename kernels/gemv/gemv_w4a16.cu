@@ -12,8 +12,8 @@
 namespace gemma::kernels {
 namespace {
 
-// Dynamic shared memory of GemvW4Kernel's STAGE_X: x rows at the padded k
-// and a float per 32-group and column. Batch 1 fits up to k = 32 768; three
+// Dynamic shared memory of the staged x (StageX): x rows at the padded k
+// and a float per 32-group and column. Batch 1 fits up to k = 32 768; two
 // blocks of the largest still share a multiprocessor.
 constexpr int64_t kMaxStagedXBytes = 96 * 1024;
 inline int64_t StagedXBytes(int batch, int k, int nt) {
@@ -21,15 +21,13 @@ inline int64_t StagedXBytes(int batch, int k, int nt) {
 }
 
 // Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
-// as bf16x2 values u - 8, exactly: 0x4300 | u is 128 + u in bf16 (one lop3),
-// minus 136.
-// Codes p and p + 4 as 128 + u (no subtraction): the caller removes
-// 136 * sum(x) per 32-group instead.
+// as bf16x2 values 128 + u, exactly: 0x4300 | u is 128 + u in bf16 (one lop3).
 __device__ __forceinline__ uint32_t BiasedCodePair(uint32_t word, int p) {
   uint32_t biased;
   asm("lop3.b32 %0, %1, 0x000f000f, 0x43004300, 0xea;" : "=r"(biased) : "r"(word >> (4 * p)));
   return biased;
 }
+// The same pair as u - 8 (minus 136).
 __device__ __forceinline__ uint32_t CodePairToBf16x2(uint32_t word, int p) {
   const uint32_t biased = BiasedCodePair(word, p);
   __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&biased);
@@ -183,7 +181,6 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 
 // Lane (g, t)'s x fragment of n8 tile j, super-chunk c, 32-group word q, and
 // its partials' starting values for that group (MultiplyGroup's FOLD).
-template <int NT>
 __device__ __forceinline__ uint4 StagedXFragment(const GemvW4Params& p, const uint4* x_stage, int j, int c, int q,
                                                  int g, int t) {
   const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
@@ -262,7 +259,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
   auto x_ok = [&](int j, int c, int q) { return 8 * j + g < p.batch && c < end && 128 * c + 32 * q < p.k; };
   auto x_frag = [&](int j, int c, int q) {
     if constexpr (STAGE_X) {
-      return StagedXFragment<NT>(p, x_stage, j, c, q, g, t);
+      return StagedXFragment(p, x_stage, j, c, q, g, t);
     } else {
       return x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
     }
@@ -445,7 +442,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 xq[NT] = {StagedXFragment<NT>(p, x_stage, 0, c, q, g, t)};
+      const uint4 xq[NT] = {StagedXFragment(p, x_stage, 0, c, q, g, t)};
       float init[NT][4];
       StagedGroupInit<NT>(group_sums, 4 * c + q, t, init);
       MultiplyGroup<RT, NT, true>(acc, wv, sv, xq, q, init);
@@ -618,6 +615,7 @@ constexpr Tiling kTilings[] = {
     {"xs-n1-t1u4k8", 1, Launch<1, 1, 4, 8, 8, true, false, true>},
     {"xs-n1-t2u2k4", 1, Launch<2, 1, 2, 4, 4, true, false, true>},
     {"xs-n1-t1u4k2", 1, Launch<1, 1, 4, 2, 4, true, false, true>},
+    {"xs-n1-t2u2k4w8", 1, Launch<2, 1, 2, 4, 8, true, false, true>},
     {"xa-n1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4>},
     {"xa-n1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4>},
     {"xa-n1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4>},
@@ -625,7 +623,6 @@ constexpr Tiling kTilings[] = {
     {"xa-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8>},
     {"xa-n1-t1s3k4", 1, LaunchAsync<1, 3, 4, 4>},
     {"xa-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4>},
-    {"xs-n1-t2u2k4w8", 1, Launch<2, 1, 2, 4, 8, true, false, true>},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
