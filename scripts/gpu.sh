@@ -18,7 +18,7 @@
 #                               --weights int4 against --weights fp8
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
 #                               default; RACECHECK=1 adds racecheck), or the engine's use of it (engine)
-#   profile                     read-bw-bench, then a batch-1 decode under nsys when present (WEIGHTS, default fp8)
+#   profile                     read-bw-bench, then a batch-1 decode under nsys or else ncu (WEIGHTS, default fp8)
 #   serve [concurrency...]      gemma-serve on the 31B shape measured by gemma-loadgen (default 1 8 32 64;
 #                               IN, OUT_LEN, WAVES, WAVES_TOP, SAMPLED, WEIGHTS, KV, PROTOCOL, SLOTS, GPU_MEM)
 #   long-context                time to first token of one long prompt through gemma-serve

@@ -156,14 +156,45 @@ wgmma_kernel() {
 # Where a batch-1 decode step's time goes:
 #   1. read-bw-bench   the HBM read ceiling (linear and the GEMV's 16-row pattern)
 #   2. gemma-bench     31B random weights ($WEIGHTS, default fp8), decode @512, under nsys when
-#                      the machine has it (kernel time summary of the timed decode steps only)
+#                      the machine has it (kernel time summary of the timed decode steps only), else
+#                      under Nsight Compute when it has that: every kernel of two timed steps (graph
+#                      nodes one by one, serialized, at the GPU's own clocks), summed per kernel name
 cmd_profile() {
   gpu_info
-  local weights=${WEIGHTS:-fp8} nsys
+  local weights=${WEIGHTS:-fp8} nsys ncu
   timeout 120 "$bundle/bin/read-bw-bench" 8 > "$out/read_bw.log" 2>&1
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
   local bench=("$bundle/bin/gemma-bench" --config "$config_31b" --random-weights --weights "$weights" --skip-gemv
-               --depths 512 --decode-tokens 64)
+               --depths 512)
+  if [[ -z "$nsys" && -n "$ncu" ]]; then
+    timeout 120 "${bench[@]}" --decode-tokens 64 > "$out/bench.log" 2>&1
+    timeout 400 "$ncu" --profile-from-start off --graph-profiling node --clock-control none \
+      --metrics gpu__time_duration.sum --csv --page raw --log-file "$out/ncu.log" \
+      "${bench[@]}" --decode-tokens 2 > "$out/ncu_raw.csv" 2> "$out/ncu_bench.log"
+    echo "==== GPU: $(gpu_name); Nsight Compute: $ncu (rc of the run in ncu.log)"
+    grep -E 'read-bw' "$out/read_bw.log"
+    grep -hE 'bench: depth' "$out/bench.log"
+    echo "==== kernels of 2 decode steps, serialized (ms per step, share, launches per step, avg us, name)"
+    python3 - "$out/ncu_raw.csv" <<'PY'
+import csv, collections, sys
+per = collections.defaultdict(lambda: [0.0, 0])
+for r in csv.DictReader(open(sys.argv[1])):
+    try:
+        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
+    except (KeyError, ValueError):
+        continue  # the units row
+    name = r.get("Kernel Name", "?")
+    per[name][0] += ns
+    per[name][1] += 1
+total = sum(v[0] for v in per.values())
+for name, (ns, count) in sorted(per.items(), key=lambda kv: -kv[1][0])[:30]:
+    print(f"{ns / 2e6:7.3f} {100 * ns / max(total, 1):5.1f}% {count / 2:6.0f} {ns / count / 1e3:8.1f}  {name[:120]}")
+print(f"sum {total / 2e6:.3f} ms per step over {sum(v[1] for v in per.values()) // 2} launches")
+PY
+    return
+  fi
+  bench+=(--decode-tokens 64)
   if [[ -n "$nsys" ]]; then
     timeout 240 "$nsys" profile -t cuda --cuda-graph-trace=node --capture-range=cudaProfilerApi \
       -o "$out/decode" -f true "${bench[@]}" > "$out/bench.log" 2>&1
