@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
+#include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
 
 namespace gemma::kernels {
@@ -63,9 +65,10 @@ __global__ void __launch_bounds__(kCombineThreads)
 // One cache dtype's instance only (a bf16 launch never depends on the E4M3 one).
 std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_fp8) {
   static std::mutex mu;
-  static std::map<std::pair<int, bool>, std::string> results;
+  static std::map<std::tuple<int, int, bool>, std::string> results;  // per device, as the limits are
   std::lock_guard<std::mutex> lock(mu);
-  auto it = results.find({head_dim, kv_fp8});
+  const std::tuple<int, int, bool> key{CurrentDevice(), head_dim, kv_fp8};
+  auto it = results.find(key);
   if (it != results.end()) return it->second;
   std::string error;
   cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
@@ -74,7 +77,7 @@ std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_f
   } else if (cudaError_t err = setup(); err != cudaSuccess) {
     error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
   }
-  results.emplace(std::pair{head_dim, kv_fp8}, error);
+  results.emplace(key, error);
   return error;
 }
 

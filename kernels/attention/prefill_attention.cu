@@ -6,12 +6,14 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <tuple>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/autotune.h"
 #include "kernels/attention/prefill_tuning.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
+#include "kernels/common/launch.h"
 
 namespace gemma::kernels {
 namespace {
@@ -28,9 +30,11 @@ constexpr int kTimedBudgetMs = 50;  // per configuration, after one warm-up
 // E4M3 builds (nor loads them).
 std::string SetUpEntries(int head_dim, std::span<const KernelEntry> entries, bool kv_fp8) {
   static std::mutex mu;
-  static std::map<std::pair<int, bool>, std::string> results;  // (head_dim, fp8) -> "" or the error
+  // (device, head_dim, fp8) -> "" or the error: the limits belong to one device's context.
+  static std::map<std::tuple<int, int, bool>, std::string> results;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = results.find({head_dim, kv_fp8});
+  const std::tuple<int, int, bool> key{CurrentDevice(), head_dim, kv_fp8};
+  auto it = results.find(key);
   if (it != results.end()) return it->second;
   std::string error;
   for (const KernelEntry& e : entries) {
@@ -39,7 +43,7 @@ std::string SetUpEntries(int head_dim, std::span<const KernelEntry> entries, boo
     if (cudaError_t err = setup(); err != cudaSuccess && error.empty())
       error = "prefill attention: cannot set shared memory of " + e.name + ": " + cudaGetErrorString(err);
   }
-  results.emplace(std::pair{head_dim, kv_fp8}, error);
+  results.emplace(key, error);
   return error;
 }
 

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace gemma::kernels {
@@ -30,6 +32,34 @@ int ResidentBlocks(int threads) {
     return std::max(1, sms * per_sm);
   }();
   return resident;
+}
+
+// The device the calling thread works on (0 if it cannot be asked).
+inline int CurrentDevice() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return device;
+}
+
+// Raises `Kernel`'s dynamic shared-memory limit to `bytes` on the current
+// device, once per device: the limit belongs to the function in one device's
+// context, so every GPU a process drives needs its own call. Returns that
+// call's result (remembered). Not a stream operation: fine under capture.
+template <auto Kernel>
+cudaError_t SetSmemLimitOnThisDevice(int bytes) {
+  static std::mutex mu;
+  static std::map<int, cudaError_t> done;  // device -> result
+  const int device = CurrentDevice();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = done.find(device);
+  if (it == done.end()) {
+    it = done.emplace(device, cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)).first;
+    if (it->second != cudaSuccess) cudaGetLastError();
+  }
+  return it->second;
 }
 
 // A persistent kernel's grid for `tiles` units of work: at most `resident`

@@ -357,11 +357,8 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
     const int64_t smem = StagedXBytes(p.batch, p.k, NT);
     if (smem <= kMaxStagedXBytes) {
       constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, true>;
-      static const bool ready = [] {  // above 48 KB needs the opt-in (set once, before any capture)
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxStagedXBytes) ==
-               cudaSuccess;
-      }();
-      (void)ready;  // a failed opt-in shows as the launch's error
+      // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
+      SetSmemLimitOnThisDevice<kernel>(kMaxStagedXBytes);
       LaunchWithPdl(kernel, dim3(block_tiles), dim3(WARPS * 32), static_cast<int>(smem), stream, p);
       return;
     }
@@ -462,11 +459,8 @@ void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   const int64_t staged = StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
   constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS>;
-  static const bool ready = [kernel] {  // above 48 KB needs the opt-in (set once, before any capture)
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(kRingBytes + kMaxStagedXBytes)) == cudaSuccess;
-  }();
-  (void)ready;  // a failed opt-in shows as the launch's error
+  // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
+  SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
   const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), static_cast<int>(kRingBytes + staged), stream, p);
@@ -567,12 +561,10 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_co
 
 template <int RT, int NT, int KS, int WARPS>
 void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
-  const auto kernel = GemvW4StagedKernel<RT, NT, KS, WARPS>;
+  constexpr auto kernel = GemvW4StagedKernel<RT, NT, KS, WARPS>;
   constexpr int kSmem = 2 * KS * NT * 8 * 16 * 16;
-  static const bool ready = [kernel] {  // above 48 KB needs the opt-in (set once, before any capture)
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
-  }();
-  (void)ready;  // a failed opt-in shows as the launch's error
+  // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
+  SetSmemLimitOnThisDevice<kernel>(kSmem);
   const int tiles_per_block = (WARPS / KS) * RT;
   const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), kSmem, stream, p);

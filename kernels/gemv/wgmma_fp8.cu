@@ -200,15 +200,16 @@ constexpr int SmemBytes() {
 // asked once per instantiation. Sets the shared-memory attribute first (to
 // exactly what the kernel uses: a larger limit measured slower in decode
 // steps on the H200, where kernels of every size follow each other).
+// The attribute is set on every device that asks (SetSmemLimitOnThisDevice);
+// the count is the first device's (a process drives GPUs of one kind).
 template <int N, int C, int T, int S, bool P>
 int CtasPerSm() {
-  static const int ctas = [] {
-    const auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
+  constexpr auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
+  if (SetSmemLimitOnThisDevice<kernel>(SmemBytes<N, C, T, S, P>()) != cudaSuccess) return 0;
+  static const int ctas = [kernel] {
     int n = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<N, C, T, S, P>()) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, C * 128 + 32, SmemBytes<N, C, T, S, P>()) !=
-            cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, C * 128 + 32, SmemBytes<N, C, T, S, P>()) !=
+        cudaSuccess) {
       cudaGetLastError();
       n = 0;
     }
@@ -221,7 +222,7 @@ template <int N, int C, int T, int S, bool P>
 std::string Launch(const WgmmaFp8Params& p, cudaStream_t stream) {
   constexpr int kRows = 64 * C * T;
   const auto kernel = WgmmaFp8Kernel<N, C, T, S, P>;
-  // Once per instantiation (not a stream operation: also fine under capture).
+  // Once per instantiation and device (not a stream operation: also fine under capture).
   if (CtasPerSm<N, C, T, S, P>() == 0) return "wgmma_fp8: the kernel does not fit a multiprocessor";
   CUtensorMap xmap;
   std::string err = EncodeMatrix(p.x, p.m, p.k, N, &xmap);
