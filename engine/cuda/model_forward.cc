@@ -103,6 +103,9 @@ absl::Status ModelForward::Allocate(int t) {
   GEMMA_STATUS_RETURN_IF_ERROR(logits_.Allocate(size_t{static_cast<size_t>(max_logit_rows_)} *
                                                 config_->vocab_size * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(ids_.Allocate(max_logit_rows_ * sizeof(int32_t)));
+  const size_t argmax_bytes = kernels::ArgmaxWorkspaceBytes(max_logit_rows_);
+  GEMMA_STATUS_RETURN_IF_ERROR(argmax_workspace_.Allocate(argmax_bytes));
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(argmax_workspace_.get<void>(), 0, argmax_bytes));  // argmax.h
   size_t ws = 256;
   // The cache's dtype is set when the pools are allocated, after this: room
   // for the split counts of both.
@@ -304,7 +307,8 @@ absl::Status ModelForward::EnqueueLogits(int begin, int count, bool argmax, cuda
                 count, c.vocab_size, c.hidden_size, c.final_logit_softcap};
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(la, stream));
   if (!argmax) return absl::OkStatus();
-  kernels::ArgmaxParams ap{logits_.get<float>(), ids_.get<int32_t>(), count, c.vocab_size};
+  kernels::ArgmaxParams ap{logits_.get<float>(), ids_.get<int32_t>(), count, c.vocab_size,
+                           argmax_workspace_.get<void>()};
   return KernelStatus(kernels::LaunchArgmax(ap, stream));
 }
 

@@ -127,6 +127,7 @@ class ModelForward {
   DeviceBuffer rows_;       // bf16 [max_logit_rows, H]
   DeviceBuffer logits_;     // fp32 [max_logit_rows, V]
   DeviceBuffer ids_;        // int32 [max_logit_rows]
+  DeviceBuffer argmax_workspace_;  // kernels/sampling/argmax.h, zero-filled
   DeviceBuffer attn_workspace_;
   DeviceBuffer expand_k_, expand_v_;  // bf16 scratch pools (kv_expand.h), expand_elems_ each
   DeviceBuffer expand_tables_;        // int32 [max_table_entries]

@@ -81,30 +81,49 @@ TEST(GatherSoftcapTest, PicksRowsAndCaps) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(capped[i], 30.0 * std::tanh(x[i] / 30.0), 1e-4);
 }
 
+// torch.argmax's answer: the first index of the largest value; NaN never wins.
+int HostArgmax(const std::vector<float>& logits, int row, int vocab) {
+  int best = 0;
+  for (int i = 1; i < vocab; ++i) {
+    const float v = logits[size_t(row) * vocab + i], b = logits[size_t(row) * vocab + best];
+    if (!std::isnan(v) && (std::isnan(b) || v > b)) best = i;
+  }
+  return best;
+}
+
+// One block per row (no workspace) and rows split over chunks (workspace),
+// on vocabularies that take the vectorized and the scalar loads, with ties
+// inside a chunk and across chunks, the maximum in the last element and a
+// NaN; the workspace path twice in a row (it must leave its counts zeroed).
 TEST(ArgmaxTest, FirstIndexOfMaximum) {
   GEMMA_REQUIRE_GPU();
-  const int vocab = 262144, rows = 4;
-  auto logits = gpu_test::RandomFloats(size_t(rows) * vocab);
-  logits[size_t(1) * vocab + 77] = 50.0f;  // a tie: the smaller index wins
-  logits[size_t(1) * vocab + 9000] = 50.0f;
-  logits[size_t(2) * vocab + vocab - 1] = 60.0f;  // last element
-  logits[size_t(3) * vocab + 5] = NAN;           // NaN never wins
-  DeviceArray<float> dl(logits);
-  DeviceArray<int32_t> out(rows);
-  ASSERT_EQ(kernels::LaunchArgmax({dl.get(), out.get(), rows, vocab}, nullptr), "");
-  const auto got = out.Download();
-  for (int r = 0; r < rows; ++r) {
-    int best = 0;
-    for (int i = 1; i < vocab; ++i) {
-      const float v = logits[size_t(r) * vocab + i], b = logits[size_t(r) * vocab + best];
-      if (!std::isnan(v) && (std::isnan(b) || v > b)) best = i;
+  for (const int vocab : {262144, 262147, 5003, 4096, 1}) {
+    const int rows = 5;
+    auto logits = gpu_test::RandomFloats(size_t(rows) * vocab);
+    if (vocab > 9000) {
+      logits[size_t(1) * vocab + 77] = 50.0f;  // a tie across chunks: the smaller index wins
+      logits[size_t(1) * vocab + 9000] = 50.0f;
+      logits[size_t(4) * vocab + 4101] = 40.0f;  // a tie inside one chunk
+      logits[size_t(4) * vocab + 4100] = 40.0f;
     }
-    EXPECT_EQ(got[r], best) << "row " << r;
+    logits[size_t(2) * vocab + vocab - 1] = 60.0f;  // last element
+    logits[size_t(3) * vocab + vocab / 2] = NAN;    // NaN never wins
+    DeviceArray<float> dl(logits);
+    DeviceArray<int32_t> out(rows);
+    DeviceArray<uint8_t> workspace(std::vector<uint8_t>(kernels::ArgmaxWorkspaceBytes(rows), 0));
+    for (void* ws : {static_cast<void*>(nullptr), static_cast<void*>(workspace.get()),
+                     static_cast<void*>(workspace.get())}) {
+      out.Poison();  // -1: an id the kernel did not write
+      ASSERT_EQ(kernels::LaunchArgmax({dl.get(), out.get(), rows, vocab, ws}, nullptr), "");
+      const auto got = out.Download();
+      for (int r = 0; r < rows; ++r)
+        EXPECT_EQ(got[r], HostArgmax(logits, r, vocab)) << "vocab " << vocab << " row " << r << " workspace " << ws;
+    }
+    // The arrival counts (the workspace's last rows * 4 bytes) are zero again.
+    const auto ws_after = workspace.Download();
+    const std::vector<uint8_t> counts(ws_after.end() - rows * 4, ws_after.end());
+    EXPECT_EQ(counts, std::vector<uint8_t>(rows * 4, 0)) << "vocab " << vocab;
   }
-  DeviceArray<int32_t> one(1);
-  DeviceArray<float> single(std::vector<float>{-3.0f});
-  ASSERT_EQ(kernels::LaunchArgmax({single.get(), one.get(), 1, 1}, nullptr), "");
-  EXPECT_EQ(one.Download()[0], 0);
 }
 
 TEST(RandomFillTest, DeviceMatchesHostTwinAndStatistics) {
