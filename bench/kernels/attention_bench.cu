@@ -314,9 +314,15 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
   for (const Layer* L : {&kGlobal, &kSliding}) {
     const int capacity = L->window > 0 ? L->window : depth;
     for (bool fp8 : {false, true}) {
-      // The engine's split count, then (where it differs) one block per multiprocessor.
-      for (int per_sm : {0, 1}) {
-        if (per_sm == 1 && (L->window > 0 || gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8) == 1)) continue;
+      // The engine's split count, then the counts of 1, 2 and 4 blocks per
+      // multiprocessor where they differ from it.
+      int last_splits = -1;
+      for (int per_sm : {0, 1, 2, 4}) {
+        const int engine_per_sm = L->window > 0 ? 1 : gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8);
+        if (per_sm == engine_per_sm) continue;
+        const int splits = gemma::kernels::DecodeNumSplits(batch, L->num_kv_heads, num_sms, per_sm ? per_sm : engine_per_sm);
+        if (splits == last_splits) continue;
+        last_splits = splits;
         const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8, per_sm);
         std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
                     r.num_splits, r.aware_us, r.aware_gbs);
