@@ -19,6 +19,9 @@
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
 #                               default; RACECHECK=1 adds racecheck), or the engine's use of it (engine)
 #   profile                     read-bw-bench, then a batch-1 decode under nsys or else ncu (WEIGHTS, default fp8)
+#   decode-attention-profile    Nsight Compute on the decode attention kernels where they are furthest
+#                               from the read ceiling (E4M3 global at batch 1 and depth 131 072, E4M3
+#                               sliding at batch 64 and depth 1 024): throughput, stalls, instruction mix
 #   serve [concurrency...]      gemma-serve on the 31B shape measured by gemma-loadgen (default 1 8 32 64;
 #                               IN, OUT_LEN, WAVES, WAVES_TOP, SAMPLED, WEIGHTS, KV, PROTOCOL, SLOTS, GPU_MEM)
 #   long-context                time to first token of one long prompt through gemma-serve
@@ -53,6 +56,7 @@ binaries() {
     int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
     profile) b="read-bw-bench gemma-bench" ;;
+    decode-attention-profile) b="attention-bench" ;;
     serve | long-context) b="gemma-serve gemma-cli gemma-loadgen" ;;
     realwidth) b="gpu_realwidth_test gemma-generate gemma-serve gemma-cli" ;;
     tp) b="gpu_comm_test gpu_tp_test allreduce-bench" ;;
@@ -70,7 +74,7 @@ esac
 source "$here/gpu/common.sh"
 case "$cmd" in
   all | test | bench | integration) source "$here/gpu/tests.sh" ;;
-  attention | fp8 | wgmma | profile) source "$here/gpu/kernels.sh" ;;
+  attention | fp8 | wgmma | profile | decode-attention-profile) source "$here/gpu/kernels.sh" ;;
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
   int4) source "$here/gpu/int4.sh" ;;

@@ -220,3 +220,28 @@ print(f"sum of kernel time {total/1e6:.2f} ms = {total/64/1e6:.3f} ms per step")
 PY
   fi
 }
+
+# Nsight Compute on two decode attention launches (graph nodes): the E4M3
+# global layer at batch 1, depth 131 072 (attention-bench's first E4M3 D512
+# launch) and the E4M3 sliding layer at batch 64, depth 1 024. Prints the
+# sections' key lines and the executed instructions per SASS opcode.
+cmd_decode_attention_profile() {
+  gpu_info
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [[ -n "$ncu" ]] || { echo "no ncu on this machine"; return 1; }
+  echo "==== GPU: $(gpu_name); $ncu"
+  local name batch depth dim
+  for case in "global 1 131072 512" "sliding 64 1024 256"; do
+    read -r name batch depth dim <<< "$case"
+    timeout 240 "$ncu" --graph-profiling node --kernel-name-base demangled \
+      -k "regex:AttentionTileKernel<.int.$dim,.*bool.1," --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --section InstructionStats --section Occupancy --section LaunchStats \
+      --metrics sass__inst_executed_per_opcode --print-metric-instances values \
+      "$bundle/bin/attention-bench" --batch-decode "$batch" "$depth" > "$out/ncu_decode_$name.log" 2>&1
+    echo "==== E4M3 $name D$dim, batch $batch, depth $depth (ncu rc=$?)"
+    grep -E "AttentionTileKernel|Duration|DRAM Throughput|Compute \(SM\)|Issue Slots|Executed Ipc A|Warp Cycles Per Issued|Registers Per|Achieved Occ|Issued Instructions  |sass__inst_executed_per_opcode|Stall|pipeline" \
+      "$out/ncu_decode_$name.log" | cut -c1-200 | head -40
+  done
+}
