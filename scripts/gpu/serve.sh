@@ -10,8 +10,9 @@
 # with temperature 0.8 (device sampling); WEIGHTS=fp8 serves FP8 weights,
 # KV=fp8 an FP8 KV cache (--kv-cache-dtype); PROTOCOL=openai drives the
 # OpenAI-compatible HTTP API (streaming /v1/completions on --http-port)
-# instead of gRPC; SLOTS (default 64) and GPU_MEM (default 0.92) size the
-# server; TP=2 or 4 serves with --tensor-parallel-size (one GPU per rank).
+# instead of gRPC; SLOTS (default 64), GPU_MEM (default 0.92) and
+# STEP_TOKENS (--max-tokens-per-step, default 2048) size the server; TP=2
+# or 4 serves with --tensor-parallel-size (one GPU per rank).
 cmd_serve() {
   autotune_in_out
   local levels=(${@:-1 8 32 64})
@@ -19,7 +20,8 @@ cmd_serve() {
   local port=50152 http_port=8152 protocol=${PROTOCOL:-grpc}
   "$bundle/bin/gemma-serve" --model "$config_31b" --random-weights \
     --tokenizer "$tokenizer_31b" --backend cuda --port $port --http-port $http_port \
-    --max-concurrent-sequences ${SLOTS:-64} --max-context $((in_len + out_len + 64)) --max-tokens-per-step 2048 \
+    --max-concurrent-sequences ${SLOTS:-64} --max-context $((in_len + out_len + 64)) \
+    --max-tokens-per-step ${STEP_TOKENS:-2048} \
     --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} ${TP:+--tensor-parallel-size $TP} \
     --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
   local server=$!
