@@ -19,6 +19,15 @@ struct Best {
   int i;
 };
 
+// A row's workspace: its chunks' bests and their arrival count. Rows keep
+// their place whatever num_rows a launch has, so launches of different row
+// counts (the decode graphs of each batch size) share one workspace.
+struct RowSpace {
+  Best best[kArgmaxMaxChunks];
+  unsigned arrivals;
+  unsigned pad;
+};
+
 // (value, index) order: larger value wins, then smaller index. NaN loses.
 __device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
   if (v != v) return false;
@@ -45,8 +54,7 @@ __device__ Best BlockBest(Best b) {
   return b;
 }
 
-// Grid (chunks, rows). Workspace: [rows][kArgmaxMaxChunks] Best, then
-// [rows] arrival counts.
+// Grid (chunks, rows); workspace: a RowSpace per row.
 __global__ void __launch_bounds__(kThreads) ArgmaxKernel(const __grid_constant__ ArgmaxParams p, int chunk) {
   const int row = blockIdx.y, chunks = gridDim.x;
   const float* logits = p.logits + static_cast<size_t>(row) * p.vocab;
@@ -65,14 +73,13 @@ __global__ void __launch_bounds__(kThreads) ArgmaxKernel(const __grid_constant__
     if (threadIdx.x == 0) p.out[row] = b.i < p.vocab ? b.i : 0;
     return;
   }
-  Best* partial = static_cast<Best*>(p.workspace) + static_cast<size_t>(row) * kArgmaxMaxChunks;
-  unsigned* arrivals = reinterpret_cast<unsigned*>(static_cast<Best*>(p.workspace) +
-                                                   static_cast<size_t>(p.num_rows) * kArgmaxMaxChunks);
+  RowSpace& space = static_cast<RowSpace*>(p.workspace)[row];
+  Best* partial = space.best;
   __shared__ bool last;
   if (threadIdx.x == 0) {
     partial[blockIdx.x] = b;
     __threadfence();  // the partial is visible before the count says so
-    last = atomicAdd(&arrivals[row], 1u) == static_cast<unsigned>(chunks - 1);
+    last = atomicAdd(&space.arrivals, 1u) == static_cast<unsigned>(chunks - 1);
   }
   __syncthreads();
   if (!last || threadIdx.x >= 32) return;
@@ -84,14 +91,14 @@ __global__ void __launch_bounds__(kThreads) ArgmaxKernel(const __grid_constant__
   for (int o = 16; o > 0; o >>= 1) Take(b, __shfl_xor_sync(0xffffffffu, b.v, o), __shfl_xor_sync(0xffffffffu, b.i, o));
   if (threadIdx.x == 0) {
     p.out[row] = b.i < p.vocab ? b.i : 0;
-    arrivals[row] = 0;  // ready for the next launch (and graph replay)
+    space.arrivals = 0;  // ready for the next launch (and graph replay)
   }
 }
 
 }  // namespace
 
 size_t ArgmaxWorkspaceBytes(int max_rows) {
-  return static_cast<size_t>(std::max(0, max_rows)) * (kArgmaxMaxChunks * sizeof(Best) + sizeof(unsigned));
+  return static_cast<size_t>(std::max(0, max_rows)) * sizeof(RowSpace);
 }
 
 std::string LaunchArgmax(const ArgmaxParams& p, cudaStream_t stream) {

@@ -27,8 +27,9 @@ struct ArgmaxParams {
   int32_t* out = nullptr;         // [num_rows]
   int num_rows = 0;
   int vocab = 0;
-  // ArgmaxWorkspaceBytes(num_rows) or more, zero-filled once when allocated
-  // (the kernel leaves it zeroed); nullptr: one block per row.
+  // ArgmaxWorkspaceBytes(rows) for the most rows any launch on it has,
+  // zero-filled once when allocated (the kernel leaves its counts zeroed);
+  // nullptr: one block per row.
   void* workspace = nullptr;
 };
 
