@@ -261,10 +261,11 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
   int* offsets = DeviceInts(offsets_h);
   int* pos0 = DeviceInts(pos0_h);
   // As the engine splits (engine/cuda/model_forward.cc): global layers fill
-  // every block slot of the multiprocessors.
+  // every block slot of the multiprocessors, sliding ones as for two blocks
+  // per multiprocessor.
   const int per_sm = blocks_per_sm > 0  ? blocks_per_sm
                      : L.window == 0    ? gemma::kernels::DecodeBlocksPerSm(L.head_dim, fp8)
-                                        : 1;
+                                        : 2;
   const int splits = gemma::kernels::DecodeNumSplits(batch, L.num_kv_heads, num_sms, per_sm);
   void* ws = DeviceAlloc<char>(
       std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(batch, L.num_heads, L.head_dim, splits)));
@@ -318,7 +319,7 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
       // multiprocessor where they differ from it.
       int last_splits = -1;
       for (int per_sm : {0, 1, 2, 4}) {
-        const int engine_per_sm = L->window > 0 ? 1 : gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8);
+        const int engine_per_sm = L->window > 0 ? 2 : gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8);
         if (per_sm == engine_per_sm) continue;
         const int splits = gemma::kernels::DecodeNumSplits(batch, L->num_kv_heads, num_sms, per_sm ? per_sm : engine_per_sm);
         if (splits == last_splits) continue;
