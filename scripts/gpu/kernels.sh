@@ -169,17 +169,19 @@ cmd_profile() {
                --depths 512)
   if [[ -z "$nsys" && -n "$ncu" ]]; then
     timeout 120 "${bench[@]}" --decode-tokens 64 > "$out/bench.log" 2>&1
+    # The CSV goes to --log-file (stdout keeps the bench's own output).
     timeout 400 "$ncu" --profile-from-start off --graph-profiling node --clock-control none \
-      --metrics gpu__time_duration.sum --csv --page raw --log-file "$out/ncu.log" \
-      "${bench[@]}" --decode-tokens 2 > "$out/ncu_raw.csv" 2> "$out/ncu_bench.log"
-    echo "==== GPU: $(gpu_name); Nsight Compute: $ncu (rc of the run in ncu.log)"
+      --metrics gpu__time_duration.sum --csv --page raw --log-file "$out/ncu_raw.csv" \
+      "${bench[@]}" --decode-tokens 2 > "$out/ncu_bench.log" 2>&1
+    echo "==== GPU: $(gpu_name); Nsight Compute: $ncu (rc $?)"
     grep -E 'read-bw' "$out/read_bw.log"
     grep -hE 'bench: depth' "$out/bench.log"
     echo "==== kernels of 2 decode steps, serialized (ms per step, share, launches per step, avg us, name)"
     python3 - "$out/ncu_raw.csv" <<'PY'
 import csv, collections, sys
 per = collections.defaultdict(lambda: [0.0, 0])
-for r in csv.DictReader(open(sys.argv[1])):
+rows = [line for line in open(sys.argv[1]) if line.startswith('"')]  # not ncu's ==PROF== lines
+for r in csv.DictReader(rows):
     try:
         ns = float(r["gpu__time_duration.sum"].replace(",", ""))
     except (KeyError, ValueError):
