@@ -93,7 +93,10 @@ absl::Status ModelForward::Allocate(int t) {
   GEMMA_STATUS_RETURN_IF_ERROR(proj_.Allocate(t * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(act_.Allocate(t * inter * bf));
-  if (weights_->layers()[0].gate_up.fp8()) {
+  // fp8 weights, or int4 ones with an fp8 copy (larger passes run on it):
+  // the norms and the gelu gate can emit the codes those linears read.
+  const DeviceMatrix& gate_up0 = weights_->layers()[0].gate_up;
+  if (gate_up0.fp8() || (gate_up0.int4() && gate_up0.w4_fp8 != nullptr)) {
     GEMMA_STATUS_RETURN_IF_ERROR(normed_fp8_.Allocate(t * h));
     GEMMA_STATUS_RETURN_IF_ERROR(normed_scale_.Allocate(t * sizeof(float)));
     GEMMA_STATUS_RETURN_IF_ERROR(act_fp8_.Allocate(t * inter));

@@ -51,6 +51,10 @@ absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
   return absl::OkStatus();
 }
 
+bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
+  return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithCopy;
+}
+
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
   if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
@@ -58,9 +62,9 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
     b.w = DeviceMatrix(a.w.w4_bf16);
     return Run(b, stream);
   }
-  if (a.w.w4_fp8 != nullptr && a.m > kMaxW4RowsWithCopy) {
-    LinearArgs b = a;
-    b.w = DeviceMatrix(a.w.w4_fp8, a.w.w4_fp8_scale, a.w.w4_fp8_wgmma);
+  if (Int4UsesFp8Copy(a.w, a.m)) {
+    LinearArgs b = a;  // keeps x_fp8: the norm or gelu gate emitted codes for it (TakesFp8Input)
+    b.w = a.w.Fp8Copy();
     return Run(b, stream);
   }
   if (a.m <= kMaxW4Rows) {
