@@ -65,6 +65,7 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
     for (int b = 1; b <= max_batch; ++b) batches.push_back(b);
     if (m.w.int4()) batches.insert(batches.end(), w4_buckets.begin(), w4_buckets.end());
     for (int b : batches) {
+      if (m.w.int4() && LinearDispatcher::Int4UsesFp8Copy(m.w, b)) continue;  // the copy's wgmma choice instead
       if (m.w.int4()) {
         GEMMA_STATUS_RETURN_IF_ERROR(linear.AutotuneInt4(m.n, m.k, b, int4_copies[{m.n, m.k}],
                                                          x.get<__nv_bfloat16>(), out.get<float>(), stream));
