@@ -243,8 +243,9 @@ struct DecodeResult {
 // fp8: an E4M3 cache.
 // blocks_per_sm: 0 splits as the engine does; else as if a multiprocessor
 // held that many decode blocks.
+// fp8_variant >= 0: that alternative E4M3 build (DecodeFp8Variants).
 DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, int batch = 1, bool fp8 = false,
-                         int blocks_per_sm = 0) {
+                         int blocks_per_sm = 0, int fp8_variant = -1) {
   const bool ring = L.window > 0;
   const size_t kv_elems = static_cast<size_t>(batch) * capacity * L.num_kv_heads * L.head_dim;
   const size_t q_elems = static_cast<size_t>(batch) * L.num_heads * L.head_dim;
@@ -261,10 +262,11 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
   int* offsets = DeviceInts(offsets_h);
   int* pos0 = DeviceInts(pos0_h);
   // As the engine splits (engine/cuda/model_forward.cc): global layers fill
-  // every block slot of the multiprocessors.
+  // every block slot of the multiprocessors, sliding ones as for two blocks
+  // per multiprocessor.
   const int per_sm = blocks_per_sm > 0  ? blocks_per_sm
                      : L.window == 0    ? gemma::kernels::DecodeBlocksPerSm(L.head_dim, fp8)
-                                        : 1;
+                                        : 2;
   const int splits = gemma::kernels::DecodeNumSplits(batch, L.num_kv_heads, num_sms, per_sm);
   void* ws = DeviceAlloc<char>(
       std::max<size_t>(1, gemma::kernels::DecodeWorkspaceBytes(batch, L.num_heads, L.head_dim, splits)));
@@ -286,7 +288,9 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
     cudaGraphExec_t e;
     CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < kPerGraph; ++i)
-      CheckLaunch(gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
+      CheckLaunch(fp8_variant >= 0
+                      ? gemma::kernels::LaunchDecodeAttentionFp8Variant(p, ws, splits, fp8_variant, s)
+                      : gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
     CHECK_CUDA(cudaStreamEndCapture(s, &g));
     CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
     const float ms = TimeMs(7, [&] { CHECK_CUDA(cudaGraphLaunch(e, nullptr)); });
@@ -318,7 +322,7 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
       // multiprocessor where they differ from it.
       int last_splits = -1;
       for (int per_sm : {0, 1, 2, 4}) {
-        const int engine_per_sm = L->window > 0 ? 1 : gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8);
+        const int engine_per_sm = L->window > 0 ? 2 : gemma::kernels::DecodeBlocksPerSm(L->head_dim, fp8);
         if (per_sm == engine_per_sm) continue;
         const int splits = gemma::kernels::DecodeNumSplits(batch, L->num_kv_heads, num_sms, per_sm ? per_sm : engine_per_sm);
         if (splits == last_splits) continue;
@@ -326,6 +330,16 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
         const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8, per_sm);
         std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
                     r.num_splits, r.aware_us, r.aware_gbs);
+        std::fflush(stdout);
+      }
+      if (!fp8) continue;
+      // The alternative E4M3 builds, split as the engine would split them.
+      const std::vector<std::string> variants = gemma::kernels::DecodeFp8Variants(L->head_dim);
+      for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
+        const int per_sm = L->window > 0 ? 2 : gemma::kernels::DecodeFp8VariantBlocksPerSm(L->head_dim, v);
+        const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, true, per_sm, v);
+        std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f  %s\n", L->name, batch, depth, "e4m3", r.num_splits,
+                    r.aware_us, r.aware_gbs, variants[static_cast<size_t>(v)].c_str());
         std::fflush(stdout);
       }
     }

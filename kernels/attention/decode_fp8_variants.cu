@@ -1,0 +1,53 @@
+// Alternative E4M3-cache builds of the decode kernel for head_dims 256 and
+// 512 (the 31B's), next to KernelTable::decode's: fewer warps splitting
+// head_dim (each warp's partial S is reduced through shared memory and each
+// warp repeats the softmax, which dominate the instructions per key), longer
+// key tiles, deeper pipelines. Benchmarks and tests launch them by index
+// (LaunchDecodeAttentionFp8Variant); the engine runs the default. Their own
+// translation unit: they compile in parallel with the head_dim tables.
+#include <vector>
+
+#include "kernels/attention/tile_instances.cuh"
+
+namespace gemma::kernels::attention {
+namespace {
+
+// WD warps splitting head_dim, BN keys per tile, STAGES deep, MINB blocks
+// per multiprocessor (launch bounds, and the split count's block slots).
+template <int D, int WD, int BN, int STAGES, int MINB>
+KernelEntry Fp8Decode() {
+  using S = TileShape<D, 1, WD, BN, STAGES, 1, 0, 1>;
+  static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  KernelEntry e;
+  e.name = "w" + std::to_string(WD) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES) + "b" +
+           std::to_string(MINB);
+  e.block_m = S::kBM;
+  e.block_n = BN;
+  e.warps = S::kWarps;
+  e.stages = STAGES;
+  e.d_split = WD;
+  e.threads = S::kThreads;
+  e.smem_bytes = S::kSmemBytes;
+  AddFp8Build<D, 1, WD, BN, STAGES, 1, 0, MINB>(e);
+  return e;
+}
+
+}  // namespace
+
+const std::vector<KernelEntry>& DecodeFp8VariantTable(int head_dim) {
+  static const std::vector<KernelEntry> d512 = {
+      Fp8Decode<512, 4, 32, 2, 2>(),  // half the warps: 64 accumulator registers
+      Fp8Decode<512, 8, 64, 2, 1>(),  // twice the keys per barrier and exchange
+      Fp8Decode<512, 4, 64, 2, 1>(),
+      Fp8Decode<512, 8, 32, 3, 1>(),  // one block, three stages
+  };
+  static const std::vector<KernelEntry> d256 = {
+      Fp8Decode<256, 2, 32, 2, 4>(),  // 64 accumulator registers, two warps
+      Fp8Decode<256, 4, 64, 2, 2>(),
+      Fp8Decode<256, 2, 64, 2, 2>(),
+  };
+  static const std::vector<KernelEntry> none;
+  return head_dim == 512 ? d512 : head_dim == 256 ? d256 : none;
+}
+
+}  // namespace gemma::kernels::attention
