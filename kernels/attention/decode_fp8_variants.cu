@@ -2,11 +2,13 @@
 // 512 (the 31B's), next to KernelTable::decode's: fewer warps splitting
 // head_dim (each warp's partial S is reduced through shared memory and each
 // warp repeats the softmax, which dominate the instructions per key), longer
-// key tiles, deeper pipelines. Benchmarks and tests launch them by index
+// key tiles, deeper pipelines; and the key-rows kernel (decode_key_rows.cuh,
+// "kr-"), whose warps own whole keys instead. Benchmarks and tests launch them by index
 // (LaunchDecodeAttentionFp8Variant); the engine runs the default. Their own
 // translation unit: they compile in parallel with the head_dim tables.
 #include <vector>
 
+#include "kernels/attention/decode_key_rows.cuh"
 #include "kernels/attention/tile_instances.cuh"
 
 namespace gemma::kernels::attention {
@@ -32,6 +34,27 @@ KernelEntry Fp8Decode() {
   return e;
 }
 
+// The key-rows kernel: WARPS warps of 16 keys each, STAGES deep, MINB blocks
+// per multiprocessor.
+template <int D, int WARPS, int STAGES, int MINB>
+KernelEntry KeyRows() {
+  using S = KeyRowsShape<D, WARPS, STAGES>;
+  static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  KernelEntry e;
+  e.name = "kr-w" + std::to_string(WARPS) + "s" + std::to_string(STAGES) + "b" + std::to_string(MINB);
+  e.block_m = 16;
+  e.block_n = S::kBN;
+  e.warps = WARPS;
+  e.stages = STAGES;
+  e.d_split = 1;
+  e.threads = WARPS * 32;
+  e.smem_bytes = S::kSmemBytes;
+  e.setup_fp8 = &SetUpKeyRows<D, WARPS, STAGES, MINB>;
+  e.launch_fp8 = &LaunchKeyRows<D, WARPS, STAGES, MINB>;
+  e.fp8_blocks_per_sm = MINB;
+  return e;
+}
+
 }  // namespace
 
 const std::vector<KernelEntry>& DecodeFp8VariantTable(int head_dim) {
@@ -40,11 +63,16 @@ const std::vector<KernelEntry>& DecodeFp8VariantTable(int head_dim) {
       Fp8Decode<512, 8, 64, 2, 1>(),  // twice the keys per barrier and exchange
       Fp8Decode<512, 4, 64, 2, 1>(),
       Fp8Decode<512, 8, 32, 3, 1>(),  // one block, three stages
+      KeyRows<512, 2, 3, 2>(),
+      KeyRows<512, 2, 2, 3>(),
+      KeyRows<512, 4, 2, 1>(),
   };
   static const std::vector<KernelEntry> d256 = {
       Fp8Decode<256, 2, 32, 2, 4>(),  // 64 accumulator registers, two warps
       Fp8Decode<256, 4, 64, 2, 2>(),
       Fp8Decode<256, 2, 64, 2, 2>(),
+      KeyRows<256, 2, 3, 4>(),
+      KeyRows<256, 4, 2, 3>(),
   };
   static const std::vector<KernelEntry> none;
   return head_dim == 512 ? d512 : head_dim == 256 ? d256 : none;
