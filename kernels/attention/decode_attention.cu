@@ -140,27 +140,26 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
   return LaunchDecode(params, e, workspace, num_splits, stream);
 }
 
-std::vector<std::string> DecodeFp8Variants(int head_dim) {
+std::vector<std::string> DecodeVariants(int head_dim, bool kv_fp8) {
   std::vector<std::string> names;
-  for (const attention::KernelEntry& e : attention::DecodeFp8VariantTable(head_dim)) names.push_back(e.name);
+  for (const attention::KernelEntry& e : attention::DecodeVariantTable(head_dim, kv_fp8)) names.push_back(e.name);
   return names;
 }
 
-std::string LaunchDecodeAttentionFp8Variant(const AttentionParams& params, void* workspace, int num_splits,
-                                            int variant, cudaStream_t stream) {
+std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* workspace, int num_splits, int variant,
+                                         cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
-  const auto& table = attention::DecodeFp8VariantTable(params.head_dim);
-  if (!params.kv_fp8) return "decode attention: the E4M3 variants need an E4M3 cache (kv_fp8)";
+  const auto& table = attention::DecodeVariantTable(params.head_dim, params.kv_fp8);
   if (variant < 0 || variant >= static_cast<int>(table.size()))
-    return "decode attention: no E4M3 variant " + std::to_string(variant) + " for head_dim " +
-           std::to_string(params.head_dim);
+    return "decode attention: no " + std::string(params.kv_fp8 ? "E4M3" : "bf16") + "-cache variant " +
+           std::to_string(variant) + " for head_dim " + std::to_string(params.head_dim);
   return LaunchDecode(params, table[static_cast<size_t>(variant)], workspace, num_splits, stream);
 }
 
-int DecodeFp8VariantBlocksPerSm(int head_dim, int variant) {
-  const auto& table = attention::DecodeFp8VariantTable(head_dim);
-  return variant >= 0 && variant < static_cast<int>(table.size()) ? table[static_cast<size_t>(variant)].fp8_blocks_per_sm
-                                                                   : 1;
+int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant) {
+  const auto& table = attention::DecodeVariantTable(head_dim, kv_fp8);
+  if (!kv_fp8 || variant < 0 || variant >= static_cast<int>(table.size())) return 1;
+  return table[static_cast<size_t>(variant)].fp8_blocks_per_sm;
 }
 
 }  // namespace gemma::kernels

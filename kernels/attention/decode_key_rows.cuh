@@ -1,24 +1,25 @@
-// Internal: a decode kernel over an E4M3 cache whose MMA rows are keys, not
-// query heads. The tile kernel's decode (rows = the heads of a KV group, at
+// Internal: a decode kernel whose MMA rows are keys, not query heads (bf16
+// or E4M3 cache). The tile kernel's decode (rows = the heads of a KV group, at
 // most 8 of an m16 tile) splits head_dim over its warps, so every key tile
 // costs a reduction of partial S through shared memory and a softmax in
 // every warp. Here S^T = K Q^T puts 16 keys in the rows and the group's
 // heads (up to 8) in the n8 columns, so each warp owns whole keys: it runs
 // the full head_dim for its 16 keys of a tile and its own online softmax,
 // and the warps meet once, at the end, to merge their (max, sum, output).
-//   QK: A = K (16 keys x 16 dims, ldmatrix of E4M3 bytes: a lane gets dims
+//   QK: A = K (16 keys x 16 dims by ldmatrix; E4M3 bytes: a lane gets dims
 //       4t..4t+3, which serve as k indices 2t, 2t+1, 2t+8, 2t+9), B = Q^T
-//       (f16 in shared memory, read in the same dim order).
-//   PV: O^T (16 dims x 8 heads) += V^T P^T: A = V^T (ldmatrix.trans of the
-//       V rows: a lane's register holds dims 2g, 2g+1 of keys 2t, 2t+1; a
-//       byte permute makes (dim 2g: keys 2t, 2t+1) and (dim 2g+1: ...)), so
-//       MMA row g is dim 2g of the 16-dim chunk and row g + 8 dim 2g + 1;
-//       B = P^T, the S^T accumulator packed to f16 and transposed in
-//       registers (movmatrix).
+//       (in shared memory, f16 over E4M3, read in the same dim order).
+//   PV: O^T (16 dims x 8 heads) += V^T P^T: A = V^T by ldmatrix.trans of the
+//       V rows (bf16: MMA row g is dim g of the 16, row g + 8 dim 8 + g;
+//       E4M3: a lane's register holds dims 2g, 2g+1 of keys 2t, 2t+1, and a
+//       byte permute makes (dim 2g: keys 2t, 2t+1) and (dim 2g+1: ...), so
+//       row g is dim 2g and row g + 8 dim 2g + 1); B = P^T, the S^T
+//       accumulator packed to 16 bits and transposed in registers
+//       (movmatrix).
 // Same KernelParams, grid (KV heads, splits, sequences), key ranges
 // (SetUpBlock), loader (KvLoader over RawOffset stages) and outputs
 // (normalized rows, or split partials for CombineSplitsKernel) as the tile
-// kernel's decode. Included by decode_fp8_variants.cu only.
+// kernel's decode. Included by decode_variants.cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,37 +48,38 @@ __device__ __forceinline__ uint32_t Movmatrix8x8Trans(uint32_t v) {
 }
 
 
-template <int D, int WARPS, int STAGES>
+template <int D, int WARPS, int STAGES, bool F8>
 struct KeyRowsShape {
   static constexpr int kBN = 16 * WARPS;  // keys per tile: 16 per warp
-  static constexpr int kChunks = D / 16;  // 16-dim chunks: one k step of QK, one m16 tile of PV
+  static constexpr int kSteps = D / 16;   // 16 dims: one k step of QK, one m16 tile of PV
   static constexpr int kQBytes = kKeyRowsMaxGroup * D * 2;
-  static constexpr int kStageBytes = kBN * D;  // E4M3
+  static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);
   static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kStageBytes;
   // The merge at the end reuses the stages: per warp 8 heads x D outputs,
   // then 8 maxima and 8 sums.
   static constexpr int kMergeBytes = WARPS * (kKeyRowsMaxGroup * D + 2 * kKeyRowsMaxGroup) * 4;
   static_assert(kMergeBytes <= 2 * STAGES * kStageBytes, "the merge space must fit in the stages");
-  static_assert(D % 32 == 0, "two 16-dim chunks per ldmatrix");
+  static_assert(D % 32 == 0, "two 16-dim steps per E4M3 ldmatrix");
   // The loader's view: TileConfig of a WD = WARPS decode tile with the same
   // stages (only its K / V layout and thread count are used).
-  using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, true, false>;
+  using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, F8, false>;
 };
 
-// Element offset of (head, dim) in the f16 Q tile: 16-dim chunks XOR-swizzled
-// by head, so the eight heads' 8-byte reads of one chunk spread over banks.
+// Element offset of (head, dim) in the Q tile: 16-byte chunks (8 elements)
+// XOR-swizzled by head, so the eight heads' reads of one chunk column spread
+// over the banks.
 template <int D>
 __device__ __forceinline__ int KeyRowsQOffset(int head, int dim) {
-  return head * D + ((((dim >> 4) ^ head) & (D / 16 - 1)) << 4) + (dim & 15);
+  return head * D + ((((dim >> 3) ^ head) & (D / 8 - 1)) << 3) + (dim & 7);
 }
 
-template <int D, int WARPS, int STAGES, int MINB>
+template <int D, int WARPS, int STAGES, int MINB, bool F8>
 __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __grid_constant__ KernelParams p) {
-  using Shape = KeyRowsShape<D, WARPS, STAGES>;
+  using Shape = KeyRowsShape<D, WARPS, STAGES, F8>;
   using C = typename Shape::Loader;
-  constexpr int kBN = Shape::kBN, kChunks = Shape::kChunks, kThreads = WARPS * 32;
+  constexpr int kBN = Shape::kBN, kSteps = Shape::kSteps, kThreads = WARPS * 32;
   extern __shared__ __align__(128) unsigned char smem[];
-  __half* q_s = reinterpret_cast<__half*>(smem);
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // f16 (E4M3 cache) or bf16
   unsigned char* kv_s = smem + Shape::kQBytes;
 
   WaitForPreviousKernel();  // q and this step's K/V rows come from QKV-RoPE (PDL launch)
@@ -87,12 +89,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   const int g = lane >> 2, t = lane & 3;
   const TileCtx<C> c{p, b, D, tid, lane, 0, warp, 0, nullptr, kv_s, nullptr, nullptr, nullptr};
 
-  // Q of the group's heads as f16 (heads past the group: zeros).
+  // Q of the group's heads (heads past the group: zeros).
   const __nv_bfloat16* q_rows = p.q + static_cast<int64_t>(b.q_begin + b.token0) * p.num_heads * D;
   for (int i = tid; i < kKeyRowsMaxGroup * D / 2; i += kThreads) {
     const int head = (2 * i) / D, dim = (2 * i) % D;
     uint32_t v = 0;
-    if (head < p.group) v = Bf16x2ToF16x2(*reinterpret_cast<const uint32_t*>(q_rows + (b.head0 + head) * D + dim));
+    if (head < p.group) v = *reinterpret_cast<const uint32_t*>(q_rows + (b.head0 + head) * D + dim);
+    if constexpr (F8) v = Bf16x2ToF16x2(v);
     *reinterpret_cast<uint32_t*>(q_s + KeyRowsQOffset<D>(head, dim)) = v;
   }
   const KvLoader<C> kv(c);
@@ -104,15 +107,20 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
 
   const int pos = b.pos_first;  // the query's position (one token per block)
   const bool window = p.window > 0;
-  float o[kChunks][4];          // O^T: chunk c's dims (rows) x heads 2t, 2t+1
+  float o[kSteps][4];           // O^T: step i's 16 dims (rows) x heads 2t, 2t+1
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  for (int i = 0; i < kSteps; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};  // heads 2t, 2t+1 (log2 domain)
   float row_sum[2] = {0.f, 0.f};              // this lane's keys only; summed over lanes at the end
   // ldmatrix row addresses: matrices (keys 0-7, chunk), (keys 8-15, chunk),
-  // (keys 0-7, chunk + 1), (keys 8-15, chunk + 1) of this warp's 16 keys.
+  // (keys 0-7, chunk + 1), (keys 8-15, chunk + 1) of this warp's 16 keys;
+  // a chunk is 16 bytes (8 bf16 or 16 E4M3 dims).
   const int ld_row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int ld_chunk = lane >> 4;
+  auto chunk_addr = [&](uint32_t tile, int chunk) {
+    if constexpr (F8) return tile + RawOffset<D>(ld_row, 16 * (chunk + ld_chunk));
+    else return tile + 2 * TileOffset<D>(ld_row, chunk + ld_chunk);
+  };
 
   for (int tile = 0; tile < b.num_tiles; ++tile) {
     const int stage = tile % STAGES;
@@ -126,16 +134,27 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
 
     // S^T for this warp's 16 keys: rows keys g, g + 8; columns heads 2t, 2t + 1.
     float s[4] = {0.f, 0.f, 0.f, 0.f};
+    if constexpr (F8) {
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ch += 2) {
-      uint32_t r[4];
-      LdMatrixX4(k_tile + RawOffset<D>(ld_row, 16 * (ch + ld_chunk)), r);
+      for (int st = 0; st < kSteps; st += 2) {  // one ldmatrix: steps st and st + 1
+        uint32_t r[4];
+        LdMatrixX4(chunk_addr(k_tile, st), r);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // chunks ch and ch + 1
-        const uint2 qb = *reinterpret_cast<const uint2*>(q_s + KeyRowsQOffset<D>(g, 16 * (ch + h) + 4 * t));
-        const uint32_t lo = r[2 * h], hi = r[2 * h + 1];  // keys g and g + 8, dims 4t..4t+3
-        MmaF16(s, E4m3x2ToF16x2(lo), E4m3x2ToF16x2(hi), E4m3x2ToF16x2(lo >> 16), E4m3x2ToF16x2(hi >> 16), qb.x,
-               qb.y);
+        for (int h = 0; h < 2; ++h) {
+          const uint2 qb = *reinterpret_cast<const uint2*>(q_s + KeyRowsQOffset<D>(g, 16 * (st + h) + 4 * t));
+          const uint32_t lo = r[2 * h], hi = r[2 * h + 1];  // keys g and g + 8, dims 4t..4t+3
+          MmaF16(s, E4m3x2ToF16x2(lo), E4m3x2ToF16x2(hi), E4m3x2ToF16x2(lo >> 16), E4m3x2ToF16x2(hi >> 16), qb.x,
+                 qb.y);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {  // one ldmatrix: chunks 2 st, 2 st + 1
+        uint32_t r[4];
+        LdMatrixX4(chunk_addr(k_tile, 2 * st), r);
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, 16 * st + 2 * t));
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, 16 * st + 8 + 2 * t));
+        MmaBf16(s, r[0], r[1], r[2], r[3], b0, b1);
       }
     }
 
@@ -169,25 +188,34 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
     row_sum[1] = row_sum[1] * alpha[1] + pr[1] + pr[3];
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
+      for (int i = 0; i < kSteps; ++i) {
         o[i][0] *= alpha[0], o[i][2] *= alpha[0];
         o[i][1] *= alpha[1], o[i][3] *= alpha[1];
       }
     }
     // P^T as the B operand: (keys 2t, 2t + 1 | 2t + 8, 2t + 9; head g).
-    const uint32_t pb0 = Movmatrix8x8Trans(PackF16(pr[0], pr[1]));
-    const uint32_t pb1 = Movmatrix8x8Trans(PackF16(pr[2], pr[3]));
+    const uint32_t pb0 = Movmatrix8x8Trans(F8 ? PackF16(pr[0], pr[1]) : PackBf16(pr[0], pr[1]));
+    const uint32_t pb1 = Movmatrix8x8Trans(F8 ? PackF16(pr[2], pr[3]) : PackBf16(pr[2], pr[3]));
 
-    // O^T += V^T P^T, two 16-dim chunks per ldmatrix.
+    // O^T += V^T P^T.
+    if constexpr (F8) {
 #pragma unroll
-    for (int ch = 0; ch < kChunks; ch += 2) {
-      uint32_t r[4];
-      LdMatrixX4Trans(v_tile + RawOffset<D>(ld_row, 16 * (ch + ld_chunk)), r);
+      for (int st = 0; st < kSteps; st += 2) {
+        uint32_t r[4];
+        LdMatrixX4Trans(chunk_addr(v_tile, st), r);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t lo = r[2 * h], hi = r[2 * h + 1];  // keys 2t, 2t + 1 (| + 8): dims 2g, 2g + 1
-        MmaF16(o[ch + h], E4m3x2ToF16x2(__byte_perm(lo, 0, 0x4420)), E4m3x2ToF16x2(__byte_perm(lo, 0, 0x4431)),
-               E4m3x2ToF16x2(__byte_perm(hi, 0, 0x4420)), E4m3x2ToF16x2(__byte_perm(hi, 0, 0x4431)), pb0, pb1);
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t lo = r[2 * h], hi = r[2 * h + 1];  // keys 2t, 2t + 1 (| + 8): dims 2g, 2g + 1
+          MmaF16(o[st + h], E4m3x2ToF16x2(__byte_perm(lo, 0, 0x4420)), E4m3x2ToF16x2(__byte_perm(lo, 0, 0x4431)),
+                 E4m3x2ToF16x2(__byte_perm(hi, 0, 0x4420)), E4m3x2ToF16x2(__byte_perm(hi, 0, 0x4431)), pb0, pb1);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st) {
+        uint32_t r[4];  // (keys 0-7 | 8-15) x (dims 16 st .. +7 | 16 st + 8 .. +15), transposed
+        LdMatrixX4Trans(chunk_addr(v_tile, 2 * st), r);
+        MmaBf16(o[st], r[0], r[2], r[1], r[3], pb0, pb1);
       }
     }
   }
@@ -207,10 +235,18 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   float* merge_l = merge_m + WARPS * kKeyRowsMaxGroup;
   float* my_o = merge_o + warp * kKeyRowsMaxGroup * D;
 #pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int dim = 16 * i + 2 * g;  // rows g and g + 8: dims 2g and 2g + 1
-    *reinterpret_cast<float2*>(my_o + (2 * t) * D + dim) = make_float2(o[i][0], o[i][2]);
-    *reinterpret_cast<float2*>(my_o + (2 * t + 1) * D + dim) = make_float2(o[i][1], o[i][3]);
+  for (int i = 0; i < kSteps; ++i) {
+    if constexpr (F8) {  // rows g and g + 8: dims 2g and 2g + 1
+      const int dim = 16 * i + 2 * g;
+      *reinterpret_cast<float2*>(my_o + (2 * t) * D + dim) = make_float2(o[i][0], o[i][2]);
+      *reinterpret_cast<float2*>(my_o + (2 * t + 1) * D + dim) = make_float2(o[i][1], o[i][3]);
+    } else {  // rows g and g + 8: dims g and 8 + g
+      const int dim = 16 * i + g;
+      my_o[(2 * t) * D + dim] = o[i][0];
+      my_o[(2 * t + 1) * D + dim] = o[i][1];
+      my_o[(2 * t) * D + dim + 8] = o[i][2];
+      my_o[(2 * t + 1) * D + dim + 8] = o[i][3];
+    }
   }
   if (g == 0) {
     merge_m[warp * kKeyRowsMaxGroup + 2 * t] = row_max[0];
@@ -253,10 +289,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   }
 }
 
-template <int D, int WARPS, int STAGES, int MINB>
+template <int D, int WARPS, int STAGES, int MINB, bool F8>
 void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB>;
-  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES>::kSmemBytes;
+  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8>;
+  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES, F8>::kSmemBytes;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(WARPS * 32), kSmem, stream, p);
     return;
@@ -264,10 +300,10 @@ void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, WARPS * 32, kSmem, stream>>>(p);
 }
 
-template <int D, int WARPS, int STAGES, int MINB>
+template <int D, int WARPS, int STAGES, int MINB, bool F8>
 cudaError_t SetUpKeyRows() {
-  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              KeyRowsShape<D, WARPS, STAGES>::kSmemBytes);
+  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, KeyRowsShape<D, WARPS, STAGES, F8>::kSmemBytes);
 }
 
 }  // namespace gemma::kernels::attention

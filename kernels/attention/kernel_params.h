@@ -61,9 +61,10 @@ struct KernelTable {
   KernelEntry padded;
 };
 
-// Alternative E4M3-cache decode builds of head_dim's kernel (launch_fp8
-// only; decode_fp8_variants.cu): empty for head_dims other than 256 and 512.
-const std::vector<KernelEntry>& DecodeFp8VariantTable(int head_dim);
+// Alternative decode builds of head_dim's kernel for one cache dtype (their
+// launch, or launch_fp8 with kv_fp8; decode_variants.cu): empty for
+// head_dims other than 256 and 512.
+const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8);
 
 // Instances: 32, 64, 128, 256, 512; the other multiples of 16 up to 512 run
 // the next larger one's padded build.

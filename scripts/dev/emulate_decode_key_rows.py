@@ -4,7 +4,7 @@
 # cvt e4m3x2 -> f16x2, the byte permutes and both shared-memory swizzles, one
 # block, one split, against a float64 attention reference. A check of the
 # index math while writing the kernel, not a substitute for its GPU test.
-#   /usr/bin/python3 scripts/dev/emulate_decode_key_rows.py SEED D GROUP KEYS WINDOW
+#   /usr/bin/python3 scripts/dev/emulate_decode_key_rows.py SEED D GROUP KEYS WINDOW [bf16|e4m3]
 import numpy as np, math, sys
 rng = np.random.default_rng(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 
@@ -19,6 +19,7 @@ GROUP = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 BN = 16 * WARPS; CH = D // 16
 nkeys = int(sys.argv[4]) if len(sys.argv) > 4 else 45
 window = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+F8 = (sys.argv[6] if len(sys.argv) > 6 else 'e4m3') == 'e4m3'
 pos = nkeys - 1
 scale_log2 = 1.0 * math.log2(math.e)
 
@@ -34,8 +35,11 @@ Q[GROUP:] = 0
 def raw_offset(r, col):
     kch = D // 16; sw = min(kch, 8) - 1
     return r * D + ((((col >> 4) ^ (r & sw)) << 4) | (col & 15))
+def tile_offset(r, chunk):  # bf16 stages: element offset of 8-element chunk `chunk` of row r
+    kch = D // 8; sw = min(kch, 8) - 1
+    return r * D + ((chunk ^ (r & sw)) << 3)
 def q_off(h, d):
-    return h * D + ((((d >> 4) ^ h) & (D // 16 - 1)) << 4) + (d & 15)
+    return h * D + ((((d >> 3) ^ h) & (D // 8 - 1)) << 3) + (d & 7)
 
 # smem Q as f16 values (we keep float), swizzled
 q_s = np.zeros(8 * D)
@@ -56,6 +60,18 @@ def ldmatrix_x4(stage, addrs, trans):
                 by = np.concatenate([rows[2 * t][2 * g: 2 * g + 2], rows[2 * t + 1][2 * g: 2 * g + 2]])
             out[l, j] = int(by[0]) | int(by[1]) << 8 | int(by[2]) << 16 | int(by[3]) << 24
     return out
+def ldmatrix_x4_elems(stage, addrs, trans):  # bf16: element arrays, rows of 8
+    out = [[None] * 4 for _ in range(32)]
+    for j in range(4):
+        rows = [stage[addrs[8 * j + i]: addrs[8 * j + i] + 8] for i in range(8)]
+        for l in range(32):
+            g, t = lane_gt(l)
+            out[l][j] = (rows[g][2*t], rows[g][2*t+1]) if not trans else (rows[2*t][g], rows[2*t+1][g])
+    return out
+def bf16(x):
+    b = np.float32(x).view(np.uint32)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return float(np.uint32(b).view(np.float32))
 def cvt(pair): return (E4[pair & 0xFF], E4[(pair >> 8) & 0xFF])  # (lo, hi) as floats
 def byte_perm(v, sel):
     bs = [(v >> (8 * i)) & 0xFF for i in range(4)] + [0, 0, 0, 0]
@@ -88,16 +104,21 @@ for w in range(WARPS):
 for tile in range(num_tiles):
     u0 = tile * BN
     ks = np.zeros(BN * D, dtype=np.uint8); vs = np.zeros(BN * D, dtype=np.uint8)
+    kf = np.zeros(BN * D); vf = np.zeros(BN * D)
     for r in range(BN):
         u = u0 + r
         if valid_lo <= u < nkeys:
             for c in range(D // 16):
                 ks[raw_offset(r, 16 * c): raw_offset(r, 16 * c) + 16] = K[u, 16 * c: 16 * c + 16]
                 vs[raw_offset(r, 16 * c): raw_offset(r, 16 * c) + 16] = V[u, 16 * c: 16 * c + 16]
+            for c in range(D // 8):
+                kf[tile_offset(r, c): tile_offset(r, c) + 8] = E4[K[u, 8 * c: 8 * c + 8]]
+                vf[tile_offset(r, c): tile_offset(r, c) + 8] = E4[V[u, 8 * c: 8 * c + 8]]
     for w in range(WARPS):
         st = state[w]
         s = np.zeros((32, 4))
-        for ch in range(0, CH, 2):
+        if F8:
+          for ch in range(0, CH, 2):
             addrs = [raw_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 16 * (ch + (l >> 4))) for l in range(32)]
             r = ldmatrix_x4(ks, addrs, False)
             for h in range(2):
@@ -109,6 +130,17 @@ for tile in range(num_tiles):
                     base = q_off(g, 16 * (ch + h) + 4 * t)
                     b.append([(q_s[base], q_s[base+1]), (q_s[base+2], q_s[base+3])])
                 mma(s, a, b)
+        else:
+          for sp in range(CH):
+            addrs = [tile_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 2 * sp + (l >> 4)) for l in range(32)]
+            r = ldmatrix_x4_elems(kf, addrs, False)
+            a = [[r[l][0], r[l][1], r[l][2], r[l][3]] for l in range(32)]
+            b = []
+            for l in range(32):
+                g, t = lane_gt(l)
+                b0 = q_off(g, 16 * sp + 2 * t); b1 = q_off(g, 16 * sp + 8 + 2 * t)
+                b.append([(q_s[b0], q_s[b0 + 1]), (q_s[b1], q_s[b1 + 1])])
+            mma(s, a, b)
         x = np.zeros((32, 4))
         for l in range(32):
             g, t = lane_gt(l)
@@ -134,9 +166,11 @@ for tile in range(num_tiles):
         for i in range(CH):
             st['o'][i][:, 0] *= alpha[:, 0]; st['o'][i][:, 2] *= alpha[:, 0]
             st['o'][i][:, 1] *= alpha[:, 1]; st['o'][i][:, 3] *= alpha[:, 1]
-        pb0 = movmatrix_t([(f16(pr[l, 0]), f16(pr[l, 1])) for l in range(32)])
-        pb1 = movmatrix_t([(f16(pr[l, 2]), f16(pr[l, 3])) for l in range(32)])
-        for ch in range(0, CH, 2):
+        rnd = f16 if F8 else bf16
+        pb0 = movmatrix_t([(rnd(pr[l, 0]), rnd(pr[l, 1])) for l in range(32)])
+        pb1 = movmatrix_t([(rnd(pr[l, 2]), rnd(pr[l, 3])) for l in range(32)])
+        if F8:
+          for ch in range(0, CH, 2):
             addrs = [raw_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 16 * (ch + (l >> 4))) for l in range(32)]
             r = ldmatrix_x4(vs, addrs, True)
             for h in range(2):
@@ -147,6 +181,13 @@ for tile in range(num_tiles):
                               cvt(byte_perm(hi, 0x4420)), cvt(byte_perm(hi, 0x4431))])
                     b.append([pb0[l], pb1[l]])
                 mma(st['o'][ch + h], a, b)
+        else:
+          for stp in range(CH):
+            addrs = [tile_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 2 * stp + (l >> 4)) for l in range(32)]
+            r = ldmatrix_x4_elems(vf, addrs, True)
+            a = [[r[l][0], r[l][2], r[l][1], r[l][3]] for l in range(32)]
+            b = [[pb0[l], pb1[l]] for l in range(32)]
+            mma(st['o'][stp], a, b)
 # lane sums over g
 for st in state:
     for h in range(2):
@@ -158,9 +199,15 @@ mo = np.zeros((WARPS, 8, D)); mm = np.zeros((WARPS, 8)); ml = np.zeros((WARPS, 8
 for w, st in enumerate(state):
     for i in range(CH):
         for l in range(32):
-            g, t = lane_gt(l); dim = 16 * i + 2 * g
-            mo[w, 2*t, dim:dim+2] = st['o'][i][l, 0], st['o'][i][l, 2]
-            mo[w, 2*t+1, dim:dim+2] = st['o'][i][l, 1], st['o'][i][l, 3]
+            g, t = lane_gt(l)
+            if F8:
+                dim = 16 * i + 2 * g
+                mo[w, 2*t, dim:dim+2] = st['o'][i][l, 0], st['o'][i][l, 2]
+                mo[w, 2*t+1, dim:dim+2] = st['o'][i][l, 1], st['o'][i][l, 3]
+            else:
+                dim = 16 * i + g
+                mo[w, 2*t, dim], mo[w, 2*t+1, dim] = st['o'][i][l, 0], st['o'][i][l, 1]
+                mo[w, 2*t, dim + 8], mo[w, 2*t+1, dim + 8] = st['o'][i][l, 2], st['o'][i][l, 3]
     for l in range(4):
         t = l & 3
         mm[w, 2*t], mm[w, 2*t+1] = st['m'][l]; ml[w, 2*t], ml[w, 2*t+1] = st['l'][l]
@@ -179,5 +226,5 @@ for h in range(GROUP):
     p = np.exp(sc - sc.max()); p /= p.sum()
     ref[h] = p @ Vf[keys]
 err = np.abs(out - ref).max() / max(1e-9, np.abs(ref).max())
-print(f"D={D} group={GROUP} keys={nkeys} window={window}: max rel err {err:.2e}")
+print(f"{'e4m3' if F8 else 'bf16'} D={D} group={GROUP} keys={nkeys} window={window}: max rel err {err:.2e}")
 sys.exit(0 if err < 1e-2 else 1)

@@ -116,8 +116,8 @@ TEST_F(Fp8KvAttentionTest, DecodeSliding31BRing) {
   Decode(c, {1, 9});
 }
 
-// The alternative E4M3 decode builds (benchmarks choose among them) on the
-// 31B's shapes, slot and paged caches, one and several splits.
+// The alternative E4M3-cache decode builds (benchmarks choose among them)
+// on the 31B's shapes, slot and paged caches, one and several splits.
 TEST_F(Fp8KvAttentionTest, DecodeAlternativeBuilds) {
   AttentionCase global = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
   global.capacity = 2048;
@@ -129,7 +129,7 @@ TEST_F(Fp8KvAttentionTest, DecodeAlternativeBuilds) {
   sliding.poison_unused_cache = true;
   sliding.seed = 2;
   for (const AttentionCase& c : {global, sliding}) {
-    const std::vector<std::string> variants = DecodeFp8Variants(c.head_dim);
+    const std::vector<std::string> variants = DecodeVariants(c.head_dim, /*kv_fp8=*/true);
     ASSERT_FALSE(variants.empty()) << "head_dim " << c.head_dim;
     for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
       for (int num_splits : {1, 9}) {
@@ -137,23 +137,21 @@ TEST_F(Fp8KvAttentionTest, DecodeAlternativeBuilds) {
         Compare2(c, variants[static_cast<size_t>(v)] + ", splits " + std::to_string(num_splits),
                  [&](const AttentionParams& p) {
                    // The bf16 view runs the default build: the reference the E4M3 run must match.
-                   return p.kv_fp8 ? LaunchDecodeAttentionFp8Variant(p, ws.as<void>(), num_splits, v, nullptr)
+                   return p.kv_fp8 ? LaunchDecodeAttentionVariant(p, ws.as<void>(), num_splits, v, nullptr)
                                    : LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr);
                  });
       }
     }
   }
-  // A bf16 cache or an unknown index is refused by name.
+  // An unknown index is refused by name.
   AttentionCase exact = global;
   exact.e4m3_values = true;
   AttentionProblem prob(exact);
   DeviceBuffer ws(DecodeWorkspaceBytes(3, 32, 512, 1));
-  EXPECT_NE(LaunchDecodeAttentionFp8Variant(prob.Params(), ws.as<void>(), 1, 0, nullptr).find("E4M3 cache"),
+  EXPECT_NE(LaunchDecodeAttentionVariant(prob.Fp8(prob.Params()), ws.as<void>(), 1, 99, nullptr)
+                .find("no E4M3-cache variant 99"),
             std::string::npos);
-  EXPECT_NE(LaunchDecodeAttentionFp8Variant(prob.Fp8(prob.Params()), ws.as<void>(), 1, 99, nullptr)
-                .find("no E4M3 variant 99"),
-            std::string::npos);
-  EXPECT_TRUE(DecodeFp8Variants(128).empty());
+  EXPECT_TRUE(DecodeVariants(128, true).empty());
 }
 
 TEST_F(Fp8KvAttentionTest, DecodeFixtureHeadDims) {

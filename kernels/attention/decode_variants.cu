@@ -1,10 +1,11 @@
-// Alternative E4M3-cache builds of the decode kernel for head_dims 256 and
-// 512 (the 31B's), next to KernelTable::decode's: fewer warps splitting
-// head_dim (each warp's partial S is reduced through shared memory and each
-// warp repeats the softmax, which dominate the instructions per key), longer
-// key tiles, deeper pipelines; and the key-rows kernel (decode_key_rows.cuh,
-// "kr-"), whose warps own whole keys instead. Benchmarks and tests launch them by index
-// (LaunchDecodeAttentionFp8Variant); the engine runs the default. Their own
+// Alternative builds of the decode kernel for head_dims 256 and 512 (the
+// 31B's), next to KernelTable::decode's. Over an E4M3 cache: the tile kernel
+// with fewer warps splitting head_dim (each warp's partial S is reduced
+// through shared memory and each warp repeats the softmax, which dominate
+// the instructions per key), longer key tiles, deeper pipelines. Over both
+// caches: the key-rows kernel (decode_key_rows.cuh, "kr-"), whose warps own
+// whole keys instead. Benchmarks and tests launch them by index
+// (LaunchDecodeAttentionVariant); the engine runs the default. Their own
 // translation unit: they compile in parallel with the head_dim tables.
 #include <vector>
 
@@ -35,10 +36,10 @@ KernelEntry Fp8Decode() {
 }
 
 // The key-rows kernel: WARPS warps of 16 keys each, STAGES deep, MINB blocks
-// per multiprocessor.
-template <int D, int WARPS, int STAGES, int MINB>
+// per multiprocessor; over an E4M3 cache (F8) or a bf16 one.
+template <int D, int WARPS, int STAGES, int MINB, bool F8>
 KernelEntry KeyRows() {
-  using S = KeyRowsShape<D, WARPS, STAGES>;
+  using S = KeyRowsShape<D, WARPS, STAGES, F8>;
   static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
   KernelEntry e;
   e.name = "kr-w" + std::to_string(WARPS) + "s" + std::to_string(STAGES) + "b" + std::to_string(MINB);
@@ -49,33 +50,49 @@ KernelEntry KeyRows() {
   e.d_split = 1;
   e.threads = WARPS * 32;
   e.smem_bytes = S::kSmemBytes;
-  e.setup_fp8 = &SetUpKeyRows<D, WARPS, STAGES, MINB>;
-  e.launch_fp8 = &LaunchKeyRows<D, WARPS, STAGES, MINB>;
-  e.fp8_blocks_per_sm = MINB;
+  if constexpr (F8) {
+    e.setup_fp8 = &SetUpKeyRows<D, WARPS, STAGES, MINB, true>;
+    e.launch_fp8 = &LaunchKeyRows<D, WARPS, STAGES, MINB, true>;
+    e.fp8_blocks_per_sm = MINB;
+  } else {
+    e.setup = &SetUpKeyRows<D, WARPS, STAGES, MINB, false>;
+    e.launch = &LaunchKeyRows<D, WARPS, STAGES, MINB, false>;
+  }
   return e;
 }
 
 }  // namespace
 
-const std::vector<KernelEntry>& DecodeFp8VariantTable(int head_dim) {
-  static const std::vector<KernelEntry> d512 = {
+const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8) {
+  static const std::vector<KernelEntry> e4m3_512 = {
       Fp8Decode<512, 4, 32, 2, 2>(),  // half the warps: 64 accumulator registers
       Fp8Decode<512, 8, 64, 2, 1>(),  // twice the keys per barrier and exchange
       Fp8Decode<512, 4, 64, 2, 1>(),
       Fp8Decode<512, 8, 32, 3, 1>(),  // one block, three stages
-      KeyRows<512, 2, 3, 2>(),
-      KeyRows<512, 2, 2, 3>(),
-      KeyRows<512, 4, 2, 1>(),
+      KeyRows<512, 2, 3, 2, true>(),
+      KeyRows<512, 2, 2, 3, true>(),
+      KeyRows<512, 4, 2, 1, true>(),
   };
-  static const std::vector<KernelEntry> d256 = {
+  static const std::vector<KernelEntry> e4m3_256 = {
       Fp8Decode<256, 2, 32, 2, 4>(),  // 64 accumulator registers, two warps
       Fp8Decode<256, 4, 64, 2, 2>(),
       Fp8Decode<256, 2, 64, 2, 2>(),
-      KeyRows<256, 2, 3, 4>(),
-      KeyRows<256, 4, 2, 3>(),
+      KeyRows<256, 2, 3, 4, true>(),
+      KeyRows<256, 4, 2, 3, true>(),
+  };
+  // bf16: one block per multiprocessor is what the split count assumes.
+  static const std::vector<KernelEntry> bf16_512 = {
+      KeyRows<512, 2, 3, 1, false>(),
+      KeyRows<512, 2, 2, 1, false>(),
+  };
+  static const std::vector<KernelEntry> bf16_256 = {
+      KeyRows<256, 2, 3, 1, false>(),
+      KeyRows<256, 4, 2, 1, false>(),
   };
   static const std::vector<KernelEntry> none;
-  return head_dim == 512 ? d512 : head_dim == 256 ? d256 : none;
+  if (head_dim == 512) return kv_fp8 ? e4m3_512 : bf16_512;
+  if (head_dim == 256) return kv_fp8 ? e4m3_256 : bf16_256;
+  return none;
 }
 
 }  // namespace gemma::kernels::attention
