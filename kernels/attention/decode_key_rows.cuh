@@ -16,6 +16,9 @@
 //       row g is dim 2g and row g + 8 dim 2g + 1); B = P^T, the S^T
 //       accumulator packed to 16 bits and transposed in registers
 //       (movmatrix).
+// SPLIT = 2: the two warps of a pair share 16 keys and split head_dim, adding
+// their partial S^T through shared memory (4 floats a lane), so a warp holds
+// half the output accumulator (64 registers at D = 512 instead of 128).
 // Same KernelParams, grid (KV heads, splits, sequences), key ranges
 // (SetUpBlock), loader (KvLoader over RawOffset stages) and outputs
 // (normalized rows, or split partials for CombineSplitsKernel) as the tile
@@ -48,18 +51,33 @@ __device__ __forceinline__ uint32_t Movmatrix8x8Trans(uint32_t v) {
 }
 
 
-template <int D, int WARPS, int STAGES, bool F8>
+// Named barrier 1 + pair among that warp pair's 64 threads. Literal ids, so
+// the kernel holds only the barriers it uses (a register id reserves all 16).
+__device__ __forceinline__ void PairBarrier(int pair) {
+  switch (pair) {
+    case 0: asm volatile("bar.sync 1, 64;" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 2, 64;" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 3, 64;" ::: "memory"); break;
+    default: asm volatile("bar.sync 4, 64;" ::: "memory"); break;
+  }
+}
+
+template <int D, int WARPS, int STAGES, bool F8, int SPLIT = 1>
 struct KeyRowsShape {
-  static constexpr int kBN = 16 * WARPS;  // keys per tile: 16 per warp
-  static constexpr int kSteps = D / 16;   // 16 dims: one k step of QK, one m16 tile of PV
+  static_assert(SPLIT == 1 || SPLIT == 2, "head_dim splits in one or two");
+  static_assert(WARPS % SPLIT == 0, "whole warp groups");
+  static_assert(SPLIT == 1 || WARPS / SPLIT <= 4, "PairBarrier has four ids");
+  static constexpr int kGroups = WARPS / SPLIT;   // warp groups, 16 keys each
+  static constexpr int kBN = 16 * kGroups;        // keys per tile
+  static constexpr int kSteps = D / 16 / SPLIT;   // a warp's 16-dim steps: QK k steps, PV m16 tiles
   static constexpr int kQBytes = kKeyRowsMaxGroup * D * 2;
   static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);
   static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kStageBytes;
-  // The merge at the end reuses the stages: per warp 8 heads x D outputs,
-  // then 8 maxima and 8 sums.
-  static constexpr int kMergeBytes = WARPS * (kKeyRowsMaxGroup * D + 2 * kKeyRowsMaxGroup) * 4;
+  // The merge at the end reuses the stages: per warp group 8 heads x D
+  // outputs, then 8 maxima and 8 sums.
+  static constexpr int kMergeBytes = kGroups * (kKeyRowsMaxGroup * D + 2 * kKeyRowsMaxGroup) * 4;
   static_assert(kMergeBytes <= 2 * STAGES * kStageBytes, "the merge space must fit in the stages");
-  static_assert(D % 32 == 0, "two 16-dim steps per E4M3 ldmatrix");
+  static_assert(kSteps % 2 == 0, "two 16-dim steps per E4M3 ldmatrix");
   // The loader's view: TileConfig of a WD = WARPS decode tile with the same
   // stages (only its K / V layout and thread count are used).
   using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, F8, false>;
@@ -73,11 +91,12 @@ __device__ __forceinline__ int KeyRowsQOffset(int head, int dim) {
   return head * D + ((((dim >> 3) ^ head) & (D / 8 - 1)) << 3) + (dim & 7);
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
 __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __grid_constant__ KernelParams p) {
-  using Shape = KeyRowsShape<D, WARPS, STAGES, F8>;
+  using Shape = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>;
   using C = typename Shape::Loader;
-  constexpr int kBN = Shape::kBN, kSteps = Shape::kSteps, kThreads = WARPS * 32;
+  constexpr int kBN = Shape::kBN, kSteps = Shape::kSteps, kGroups = Shape::kGroups, kThreads = WARPS * 32;
+  __shared__ float4 partial_s[SPLIT > 1 ? WARPS : 1][32];  // SPLIT: each warp's partial S^T
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // f16 (E4M3 cache) or bf16
   unsigned char* kv_s = smem + Shape::kQBytes;
@@ -87,6 +106,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   if (p.group > kKeyRowsMaxGroup || !SetUpBlock<16, kBN>(p, b)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
+  const int group = warp / SPLIT, part = warp % SPLIT;  // this warp's 16 keys and head_dim part
+  const int dim0 = part * (D / SPLIT);
   const TileCtx<C> c{p, b, D, tid, lane, 0, warp, 0, nullptr, kv_s, nullptr, nullptr, nullptr};
 
   // Q of the group's heads (heads past the group: zeros).
@@ -115,11 +136,12 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   // ldmatrix row addresses: matrices (keys 0-7, chunk), (keys 8-15, chunk),
   // (keys 0-7, chunk + 1), (keys 8-15, chunk + 1) of this warp's 16 keys;
   // a chunk is 16 bytes (8 bf16 or 16 E4M3 dims).
-  const int ld_row = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int ld_row = 16 * group + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int ld_chunk = lane >> 4;
+  // Byte address of 16-byte chunk `chunk` (counted from dim0) of this lane's ldmatrix row.
   auto chunk_addr = [&](uint32_t tile, int chunk) {
-    if constexpr (F8) return tile + RawOffset<D>(ld_row, 16 * (chunk + ld_chunk));
-    else return tile + 2 * TileOffset<D>(ld_row, chunk + ld_chunk);
+    if constexpr (F8) return tile + RawOffset<D>(ld_row, dim0 + 16 * (chunk + ld_chunk));
+    else return tile + 2 * TileOffset<D>(ld_row, dim0 / 8 + chunk + ld_chunk);
   };
 
   for (int tile = 0; tile < b.num_tiles; ++tile) {
@@ -141,7 +163,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
         LdMatrixX4(chunk_addr(k_tile, st), r);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint2 qb = *reinterpret_cast<const uint2*>(q_s + KeyRowsQOffset<D>(g, 16 * (st + h) + 4 * t));
+          const uint2 qb = *reinterpret_cast<const uint2*>(q_s + KeyRowsQOffset<D>(g, dim0 + 16 * (st + h) + 4 * t));
           const uint32_t lo = r[2 * h], hi = r[2 * h + 1];  // keys g and g + 8, dims 4t..4t+3
           MmaF16(s, E4m3x2ToF16x2(lo), E4m3x2ToF16x2(hi), E4m3x2ToF16x2(lo >> 16), E4m3x2ToF16x2(hi >> 16), qb.x,
                  qb.y);
@@ -152,10 +174,18 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
       for (int st = 0; st < kSteps; ++st) {  // one ldmatrix: chunks 2 st, 2 st + 1
         uint32_t r[4];
         LdMatrixX4(chunk_addr(k_tile, 2 * st), r);
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, 16 * st + 2 * t));
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, 16 * st + 8 + 2 * t));
+        const int d = dim0 + 16 * st + 2 * t;
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, d));
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, d + 8));
         MmaBf16(s, r[0], r[1], r[2], r[3], b0, b1);
       }
+    }
+
+    if constexpr (SPLIT > 1) {  // add the pair's partial S^T (both warps then run the same softmax)
+      partial_s[warp][lane] = make_float4(s[0], s[1], s[2], s[3]);
+      PairBarrier(group);
+      const float4 other = partial_s[warp ^ 1][lane];
+      s[0] += other.x, s[1] += other.y, s[2] += other.z, s[3] += other.w;
     }
 
     // Online softmax per head over the warp's keys.
@@ -165,7 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
     for (int e = 0; e < 4; ++e) {
       float v = s[e] * p.scale_log2;
       if (!full) {
-        const int u = u0 + 16 * warp + g + 8 * (e >> 1);
+        const int u = u0 + 16 * group + g + 8 * (e >> 1);
         if (u < 0 || u > pos || (window && pos - u >= p.window)) v = -INFINITY;
       }
       x[e] = v;
@@ -230,10 +260,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
 
   // The warps' states meet in shared memory (over the stages).
   __syncthreads();
-  float* merge_o = reinterpret_cast<float*>(kv_s);  // [warp][head][D]
-  float* merge_m = merge_o + WARPS * kKeyRowsMaxGroup * D;  // [warp][head]
-  float* merge_l = merge_m + WARPS * kKeyRowsMaxGroup;
-  float* my_o = merge_o + warp * kKeyRowsMaxGroup * D;
+  float* merge_o = reinterpret_cast<float*>(kv_s);  // [group][head][D]
+  float* merge_m = merge_o + kGroups * kKeyRowsMaxGroup * D;  // [group][head]
+  float* merge_l = merge_m + kGroups * kKeyRowsMaxGroup;
+  float* my_o = merge_o + group * kKeyRowsMaxGroup * D + dim0;
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     if constexpr (F8) {  // rows g and g + 8: dims 2g and 2g + 1
@@ -248,11 +278,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
       my_o[(2 * t + 1) * D + dim + 8] = o[i][3];
     }
   }
-  if (g == 0) {
-    merge_m[warp * kKeyRowsMaxGroup + 2 * t] = row_max[0];
-    merge_m[warp * kKeyRowsMaxGroup + 2 * t + 1] = row_max[1];
-    merge_l[warp * kKeyRowsMaxGroup + 2 * t] = row_sum[0];
-    merge_l[warp * kKeyRowsMaxGroup + 2 * t + 1] = row_sum[1];
+  if (g == 0 && part == 0) {
+    merge_m[group * kKeyRowsMaxGroup + 2 * t] = row_max[0];
+    merge_m[group * kKeyRowsMaxGroup + 2 * t + 1] = row_max[1];
+    merge_l[group * kKeyRowsMaxGroup + 2 * t] = row_sum[0];
+    merge_l[group * kKeyRowsMaxGroup + 2 * t + 1] = row_sum[1];
   }
   __syncthreads();
 
@@ -262,11 +292,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
     const int head = (2 * i) / D, dim = (2 * i) % D;
     float m_all = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) m_all = fmaxf(m_all, merge_m[w * kKeyRowsMaxGroup + head]);
+    for (int w = 0; w < kGroups; ++w) m_all = fmaxf(m_all, merge_m[w * kKeyRowsMaxGroup + head]);
     float2 acc = make_float2(0.f, 0.f);
     float sum = 0.f;
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) {
+    for (int w = 0; w < kGroups; ++w) {
       const float m = merge_m[w * kKeyRowsMaxGroup + head];
       const float scale = m == -INFINITY ? 0.f : Exp2(m - m_all);
       const float2 v = *reinterpret_cast<const float2*>(merge_o + (w * kKeyRowsMaxGroup + head) * D + dim);
@@ -289,10 +319,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   }
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
 void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8>;
-  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES, F8>::kSmemBytes;
+  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT>;
+  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>::kSmemBytes;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(WARPS * 32), kSmem, stream, p);
     return;
@@ -300,10 +330,11 @@ void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, WARPS * 32, kSmem, stream>>>(p);
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
 cudaError_t SetUpKeyRows() {
-  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, KeyRowsShape<D, WARPS, STAGES, F8>::kSmemBytes);
+  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>::kSmemBytes);
 }
 
 }  // namespace gemma::kernels::attention

@@ -4,7 +4,7 @@
 # cvt e4m3x2 -> f16x2, the byte permutes and both shared-memory swizzles, one
 # block, one split, against a float64 attention reference. A check of the
 # index math while writing the kernel, not a substitute for its GPU test.
-#   /usr/bin/python3 scripts/dev/emulate_decode_key_rows.py SEED D GROUP KEYS WINDOW [bf16|e4m3]
+#   /usr/bin/python3 scripts/dev/emulate_decode_key_rows.py SEED D GROUP KEYS WINDOW [bf16|e4m3] [SPLIT]
 import numpy as np, math, sys
 rng = np.random.default_rng(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 
@@ -14,9 +14,11 @@ def e4m3(b):
     return s * (m / 8.0) * 2.0**-6 if e == 0 else s * (1 + m / 8.0) * 2.0**(e - 7)
 E4 = np.array([e4m3(b) for b in range(256)])
 
-D, WARPS, STAGES = int(sys.argv[2]) if len(sys.argv) > 2 else 512, 2, 2
+D, WARPS, STAGES = int(sys.argv[2]) if len(sys.argv) > 2 else 512, 4, 2
 GROUP = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-BN = 16 * WARPS; CH = D // 16
+SPLIT = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+GROUPS = WARPS // SPLIT
+BN = 16 * GROUPS; CH = D // 16 // SPLIT  # keys per tile; a warp's 16-dim steps
 nkeys = int(sys.argv[4]) if len(sys.argv) > 4 else 45
 window = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 F8 = (sys.argv[6] if len(sys.argv) > 6 else 'e4m3') == 'e4m3'
@@ -98,9 +100,11 @@ f16 = lambda x: float(np.float16(x))
 # one block, one split covering all keys: tiles from 0
 num_tiles = (nkeys + BN - 1) // BN
 valid_lo = max(0, pos - window + 1) if window else 0
+# Per warp group: the softmax state (identical in both warps of a pair), and
+# per warp its output steps.
 state = []
-for w in range(WARPS):
-    state.append(dict(o=np.zeros((CH, 32, 4)), m=np.full((32, 2), -np.inf), l=np.zeros((32, 2))))
+for grp in range(GROUPS):
+    state.append(dict(o=[np.zeros((CH, 32, 4)) for _ in range(SPLIT)], m=np.full((32, 2), -np.inf), l=np.zeros((32, 2))))
 for tile in range(num_tiles):
     u0 = tile * BN
     ks = np.zeros(BN * D, dtype=np.uint8); vs = np.zeros(BN * D, dtype=np.uint8)
@@ -114,39 +118,45 @@ for tile in range(num_tiles):
             for c in range(D // 8):
                 kf[tile_offset(r, c): tile_offset(r, c) + 8] = E4[K[u, 8 * c: 8 * c + 8]]
                 vf[tile_offset(r, c): tile_offset(r, c) + 8] = E4[V[u, 8 * c: 8 * c + 8]]
-    for w in range(WARPS):
-        st = state[w]
+    for grp in range(GROUPS):
+        st = state[grp]
+        row = lambda l: 16 * grp + (l & 7) + ((l >> 3) & 1) * 8
         s = np.zeros((32, 4))
-        if F8:
-          for ch in range(0, CH, 2):
-            addrs = [raw_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 16 * (ch + (l >> 4))) for l in range(32)]
-            r = ldmatrix_x4(ks, addrs, False)
-            for h in range(2):
-                a = []; b = []
+        for part in range(SPLIT):  # each warp's partial S^T, summed as through shared memory
+            dim0 = part * (D // SPLIT)
+            sp_ = np.zeros((32, 4))
+            if F8:
+              for ch in range(0, CH, 2):
+                addrs = [raw_offset(row(l), dim0 + 16 * (ch + (l >> 4))) for l in range(32)]
+                r = ldmatrix_x4(ks, addrs, False)
+                for h in range(2):
+                    a = []; b = []
+                    for l in range(32):
+                        g, t = lane_gt(l)
+                        lo, hi = int(r[l, 2*h]), int(r[l, 2*h+1])
+                        a.append([cvt(lo), cvt(hi), cvt(lo >> 16), cvt(hi >> 16)])
+                        base = q_off(g, dim0 + 16 * (ch + h) + 4 * t)
+                        b.append([(q_s[base], q_s[base+1]), (q_s[base+2], q_s[base+3])])
+                    mma(sp_, a, b)
+            else:
+              for sp in range(CH):
+                addrs = [tile_offset(row(l), dim0 // 8 + 2 * sp + (l >> 4)) for l in range(32)]
+                r = ldmatrix_x4_elems(kf, addrs, False)
+                a = [[r[l][0], r[l][1], r[l][2], r[l][3]] for l in range(32)]
+                b = []
                 for l in range(32):
                     g, t = lane_gt(l)
-                    lo, hi = int(r[l, 2*h]), int(r[l, 2*h+1])
-                    a.append([cvt(lo), cvt(hi), cvt(lo >> 16), cvt(hi >> 16)])
-                    base = q_off(g, 16 * (ch + h) + 4 * t)
-                    b.append([(q_s[base], q_s[base+1]), (q_s[base+2], q_s[base+3])])
-                mma(s, a, b)
-        else:
-          for sp in range(CH):
-            addrs = [tile_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 2 * sp + (l >> 4)) for l in range(32)]
-            r = ldmatrix_x4_elems(kf, addrs, False)
-            a = [[r[l][0], r[l][1], r[l][2], r[l][3]] for l in range(32)]
-            b = []
-            for l in range(32):
-                g, t = lane_gt(l)
-                b0 = q_off(g, 16 * sp + 2 * t); b1 = q_off(g, 16 * sp + 8 + 2 * t)
-                b.append([(q_s[b0], q_s[b0 + 1]), (q_s[b1], q_s[b1 + 1])])
-            mma(s, a, b)
+                    d = dim0 + 16 * sp + 2 * t
+                    b0 = q_off(g, d); b1 = q_off(g, d + 8)
+                    b.append([(q_s[b0], q_s[b0 + 1]), (q_s[b1], q_s[b1 + 1])])
+                mma(sp_, a, b)
+            s += sp_
         x = np.zeros((32, 4))
         for l in range(32):
             g, t = lane_gt(l)
             for e in range(4):
                 v = s[l, e] * scale_log2
-                u = u0 + 16 * w + g + 8 * (e >> 1)
+                u = u0 + 16 * grp + g + 8 * (e >> 1)
                 if u < 0 or u > pos or (window and pos - u >= window) or u >= nkeys: v = -np.inf
                 x[l, e] = v
         alpha = np.zeros((32, 2)); mnew = np.zeros((32, 2))
@@ -163,31 +173,34 @@ for tile in range(num_tiles):
                 pr[l, e] = 0.0 if mnew[l, e & 1] == -np.inf else 2.0 ** (x[l, e] - mnew[l, e & 1])
         st['l'][:, 0] = st['l'][:, 0] * alpha[:, 0] + pr[:, 0] + pr[:, 2]
         st['l'][:, 1] = st['l'][:, 1] * alpha[:, 1] + pr[:, 1] + pr[:, 3]
-        for i in range(CH):
-            st['o'][i][:, 0] *= alpha[:, 0]; st['o'][i][:, 2] *= alpha[:, 0]
-            st['o'][i][:, 1] *= alpha[:, 1]; st['o'][i][:, 3] *= alpha[:, 1]
         rnd = f16 if F8 else bf16
         pb0 = movmatrix_t([(rnd(pr[l, 0]), rnd(pr[l, 1])) for l in range(32)])
         pb1 = movmatrix_t([(rnd(pr[l, 2]), rnd(pr[l, 3])) for l in range(32)])
-        if F8:
-          for ch in range(0, CH, 2):
-            addrs = [raw_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 16 * (ch + (l >> 4))) for l in range(32)]
-            r = ldmatrix_x4(vs, addrs, True)
-            for h in range(2):
-                a = []; b = []
-                for l in range(32):
-                    lo, hi = int(r[l, 2*h]), int(r[l, 2*h+1])
-                    a.append([cvt(byte_perm(lo, 0x4420)), cvt(byte_perm(lo, 0x4431)),
-                              cvt(byte_perm(hi, 0x4420)), cvt(byte_perm(hi, 0x4431))])
-                    b.append([pb0[l], pb1[l]])
-                mma(st['o'][ch + h], a, b)
-        else:
-          for stp in range(CH):
-            addrs = [tile_offset(16 * w + (l & 7) + ((l >> 3) & 1) * 8, 2 * stp + (l >> 4)) for l in range(32)]
-            r = ldmatrix_x4_elems(vf, addrs, True)
-            a = [[r[l][0], r[l][2], r[l][1], r[l][3]] for l in range(32)]
-            b = [[pb0[l], pb1[l]] for l in range(32)]
-            mma(st['o'][stp], a, b)
+        for part in range(SPLIT):
+            dim0 = part * (D // SPLIT)
+            o = st['o'][part]
+            for i in range(CH):
+                o[i][:, 0] *= alpha[:, 0]; o[i][:, 2] *= alpha[:, 0]
+                o[i][:, 1] *= alpha[:, 1]; o[i][:, 3] *= alpha[:, 1]
+            if F8:
+              for ch in range(0, CH, 2):
+                addrs = [raw_offset(row(l), dim0 + 16 * (ch + (l >> 4))) for l in range(32)]
+                r = ldmatrix_x4(vs, addrs, True)
+                for h in range(2):
+                    a = []; b = []
+                    for l in range(32):
+                        lo, hi = int(r[l, 2*h]), int(r[l, 2*h+1])
+                        a.append([cvt(byte_perm(lo, 0x4420)), cvt(byte_perm(lo, 0x4431)),
+                                  cvt(byte_perm(hi, 0x4420)), cvt(byte_perm(hi, 0x4431))])
+                        b.append([pb0[l], pb1[l]])
+                    mma(o[ch + h], a, b)
+            else:
+              for stp in range(CH):
+                addrs = [tile_offset(row(l), dim0 // 8 + 2 * stp + (l >> 4)) for l in range(32)]
+                r = ldmatrix_x4_elems(vf, addrs, True)
+                a = [[r[l][0], r[l][2], r[l][1], r[l][3]] for l in range(32)]
+                b = [[pb0[l], pb1[l]] for l in range(32)]
+                mma(o[stp], a, b)
 # lane sums over g
 for st in state:
     for h in range(2):
@@ -195,26 +208,29 @@ for st in state:
         for l in range(32): tot[l] = sum(st['l'][l2, h] for l2 in range(32) if (l2 & 3) == (l & 3))
         st['l'][:, h] = tot
 # merge
-mo = np.zeros((WARPS, 8, D)); mm = np.zeros((WARPS, 8)); ml = np.zeros((WARPS, 8))
-for w, st in enumerate(state):
-    for i in range(CH):
-        for l in range(32):
-            g, t = lane_gt(l)
-            if F8:
-                dim = 16 * i + 2 * g
-                mo[w, 2*t, dim:dim+2] = st['o'][i][l, 0], st['o'][i][l, 2]
-                mo[w, 2*t+1, dim:dim+2] = st['o'][i][l, 1], st['o'][i][l, 3]
-            else:
-                dim = 16 * i + g
-                mo[w, 2*t, dim], mo[w, 2*t+1, dim] = st['o'][i][l, 0], st['o'][i][l, 1]
-                mo[w, 2*t, dim + 8], mo[w, 2*t+1, dim + 8] = st['o'][i][l, 2], st['o'][i][l, 3]
+mo = np.zeros((GROUPS, 8, D)); mm = np.zeros((GROUPS, 8)); ml = np.zeros((GROUPS, 8))
+for grp, st in enumerate(state):
+    for part in range(SPLIT):
+        dim0 = part * (D // SPLIT)
+        for i in range(CH):
+            for l in range(32):
+                g, t = lane_gt(l)
+                o = st['o'][part][i]
+                if F8:
+                    dim = dim0 + 16 * i + 2 * g
+                    mo[grp, 2*t, dim:dim+2] = o[l, 0], o[l, 2]
+                    mo[grp, 2*t+1, dim:dim+2] = o[l, 1], o[l, 3]
+                else:
+                    dim = dim0 + 16 * i + g
+                    mo[grp, 2*t, dim], mo[grp, 2*t+1, dim] = o[l, 0], o[l, 1]
+                    mo[grp, 2*t, dim + 8], mo[grp, 2*t+1, dim + 8] = o[l, 2], o[l, 3]
     for l in range(4):
         t = l & 3
-        mm[w, 2*t], mm[w, 2*t+1] = st['m'][l]; ml[w, 2*t], ml[w, 2*t+1] = st['l'][l]
+        mm[grp, 2*t], mm[grp, 2*t+1] = st['m'][l]; ml[grp, 2*t], ml[grp, 2*t+1] = st['l'][l]
 out = np.zeros((GROUP, D))
 for h in range(GROUP):
     m_all = mm[:, h].max()
-    sc = np.array([0.0 if mm[w, h] == -np.inf else 2.0 ** (mm[w, h] - m_all) for w in range(WARPS)])
+    sc = np.array([0.0 if mm[w, h] == -np.inf else 2.0 ** (mm[w, h] - m_all) for w in range(GROUPS)])
     acc = (sc[:, None] * mo[:, h, :]).sum(0); ssum = (sc * ml[:, h]).sum()
     out[h] = acc / ssum if ssum > 0 else 0
 # reference
@@ -226,5 +242,5 @@ for h in range(GROUP):
     p = np.exp(sc - sc.max()); p /= p.sum()
     ref[h] = p @ Vf[keys]
 err = np.abs(out - ref).max() / max(1e-9, np.abs(ref).max())
-print(f"{'e4m3' if F8 else 'bf16'} D={D} group={GROUP} keys={nkeys} window={window}: max rel err {err:.2e}")
+print(f"{'e4m3' if F8 else 'bf16'} split={SPLIT} D={D} group={GROUP} keys={nkeys} window={window}: max rel err {err:.2e}")
 sys.exit(0 if err < 1e-2 else 1)
