@@ -243,8 +243,9 @@ struct DecodeResult {
 // fp8: an E4M3 cache.
 // blocks_per_sm: 0 splits as the engine does; else as if a multiprocessor
 // held that many decode blocks.
+// variant >= 0: that alternative build for the cache's dtype (DecodeVariants).
 DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, int batch = 1, bool fp8 = false,
-                         int blocks_per_sm = 0) {
+                         int blocks_per_sm = 0, int variant = -1) {
   const bool ring = L.window > 0;
   const size_t kv_elems = static_cast<size_t>(batch) * capacity * L.num_kv_heads * L.head_dim;
   const size_t q_elems = static_cast<size_t>(batch) * L.num_heads * L.head_dim;
@@ -287,7 +288,8 @@ DecodeResult BenchDecode(const Layer& L, int depth, int capacity, int num_sms, i
     cudaGraphExec_t e;
     CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < kPerGraph; ++i)
-      CheckLaunch(gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
+      CheckLaunch(variant >= 0 ? gemma::kernels::LaunchDecodeAttentionVariant(p, ws, splits, variant, s)
+                               : gemma::kernels::LaunchDecodeAttention(p, ws, splits, s));
     CHECK_CUDA(cudaStreamEndCapture(s, &g));
     CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
     const float ms = TimeMs(7, [&] { CHECK_CUDA(cudaGraphLaunch(e, nullptr)); });
@@ -327,6 +329,15 @@ int BenchBatchDecode(int batch, int depth, int num_sms) {
         const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8, per_sm);
         std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
                     r.num_splits, r.aware_us, r.aware_gbs);
+        std::fflush(stdout);
+      }
+      // The alternative builds for this cache, split as the engine would split them.
+      const std::vector<std::string> variants = gemma::kernels::DecodeVariants(L->head_dim, fp8);
+      for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
+        const int per_sm = L->window > 0 ? 2 : gemma::kernels::DecodeVariantBlocksPerSm(L->head_dim, fp8, v);
+        const DecodeResult r = BenchDecode(*L, depth, capacity, num_sms, batch, fp8, per_sm, v);
+        std::printf("%-20s %6d %6d %6s %6d %10.2f %8.0f  %s\n", L->name, batch, depth, fp8 ? "e4m3" : "bf16",
+                    r.num_splits, r.aware_us, r.aware_gbs, variants[static_cast<size_t>(v)].c_str());
         std::fflush(stdout);
       }
     }

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/kv_expand.h"
 #include "kernels/elementwise/elementwise.h"
@@ -33,6 +37,33 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   for (size_t l = 0; l < config.layers.size(); ++l) {
     r->max_qkv_rows_ = std::max(r->max_qkv_rows_, weights->layers()[l].qkv_rows);
     r->max_q_width_ = std::max(r->max_q_width_, config.num_heads * config.layers[l].head_dim);
+  }
+  // Before Allocate: an alternative build's split counts size the workspace.
+  if (tuner != nullptr && !tuner->switches().decode_attention.empty()) {
+    const std::string& want = tuner->switches().decode_attention;
+    const std::vector<std::string> wanted = absl::StrSplit(want, ',', absl::SkipEmpty());
+    for (const LayerSpec& s : config.layers) {
+      for (bool fp8 : {false, true}) {
+        if (r->decode_variants_.contains({s.head_dim, fp8})) continue;
+        const std::vector<std::string> names = kernels::DecodeVariants(s.head_dim, fp8);
+        for (const std::string& name : wanted) {  // the first of the list this head_dim has
+          const auto it = std::find(names.begin(), names.end(), name);
+          if (it == names.end()) continue;
+          r->decode_variants_[{s.head_dim, fp8}] = static_cast<int>(it - names.begin());
+          break;
+        }
+      }
+    }
+    std::string matched;
+    for (const auto& [key, v] : r->decode_variants_) {
+      matched += absl::StrCat(matched.empty() ? "" : ", ", kernels::DecodeVariants(key.first, key.second)[v],
+                              " (head_dim ", key.first, key.second ? ", E4M3)" : ", bf16)");
+    }
+    if (matched.empty()) {
+      spdlog::warn("cuda: GEMMA_DECODE_ATTENTION={} names no decode build of this model: the defaults run", want);
+    } else {
+      spdlog::info("cuda: decode attention (GEMMA_DECODE_ATTENTION): {}", matched);
+    }
   }
   GEMMA_STATUS_RETURN_IF_ERROR(r->Allocate(max_tokens));
   r->max_table_entries_ = max_table_entries;
@@ -93,7 +124,10 @@ absl::Status ModelForward::Allocate(int t) {
   GEMMA_STATUS_RETURN_IF_ERROR(proj_.Allocate(t * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(act_.Allocate(t * inter * bf));
-  if (weights_->layers()[0].gate_up.fp8()) {
+  // fp8 weights, or int4 ones with an fp8 copy (larger passes run on it):
+  // the norms and the gelu gate can emit the codes those linears read.
+  const DeviceMatrix& gate_up0 = weights_->layers()[0].gate_up;
+  if (gate_up0.fp8() || (gate_up0.int4() && gate_up0.w4_fp8 != nullptr)) {
     GEMMA_STATUS_RETURN_IF_ERROR(normed_fp8_.Allocate(t * h));
     GEMMA_STATUS_RETURN_IF_ERROR(normed_scale_.Allocate(t * sizeof(float)));
     GEMMA_STATUS_RETURN_IF_ERROR(act_fp8_.Allocate(t * inter));
@@ -126,10 +160,18 @@ absl::Status ModelForward::Allocate(int t) {
 // twice the splits keep twice the tiles in flight (H200, batch 1, 31B window:
 // 13.7 -> 10.6 us per layer with a bf16 cache, 12.5 -> 11.0 with E4M3; four
 // per multiprocessor was slower than one).
+int ModelForward::DecodeVariant(int head_dim, bool kv_fp8) const {
+  const auto it = decode_variants_.find({head_dim, kv_fp8});
+  return it == decode_variants_.end() ? -1 : it->second;
+}
+
 int ModelForward::DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const {
   if (decode_splits_ > 0) return decode_splits_;
   constexpr int kSlidingBlocksPerSm = 2;
-  const int per_sm = s.is_global() ? kernels::DecodeBlocksPerSm(s.head_dim, kv_fp8) : kSlidingBlocksPerSm;
+  const int variant = DecodeVariant(s.head_dim, kv_fp8);
+  const int per_sm = !s.is_global() ? kSlidingBlocksPerSm
+                     : variant >= 0 ? kernels::DecodeVariantBlocksPerSm(s.head_dim, kv_fp8, variant)
+                                    : kernels::DecodeBlocksPerSm(s.head_dim, kv_fp8);
   return kernels::DecodeNumSplits(num_seqs, s.num_kv_heads, num_sms_, per_sm);
 }
 
@@ -229,8 +271,12 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.block_size = cache_->block_size();
   ap.num_blocks = kv.num_blocks;
   if (shape.max_q_len == 1) {
-    return KernelStatus(kernels::LaunchDecodeAttention(
-        ap, attn_workspace_.get(), DecodeSplits(shape.num_seqs, s, cache_->fp8()), stream));
+    const int splits = DecodeSplits(shape.num_seqs, s, cache_->fp8());
+    if (const int variant = DecodeVariant(s.head_dim, cache_->fp8()); variant >= 0) {
+      return KernelStatus(
+          kernels::LaunchDecodeAttentionVariant(ap, attn_workspace_.get(), splits, variant, stream));
+    }
+    return KernelStatus(kernels::LaunchDecodeAttention(ap, attn_workspace_.get(), splits, stream));
   }
   if (ap.kv_fp8) GEMMA_STATUS_RETURN_IF_ERROR(ExpandKvForPrefill(s, shape, ap, stream));
   auto tile = tuner_->PrefillAttentionTile(ap, stream);

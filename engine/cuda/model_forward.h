@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <span>
 
@@ -81,6 +82,9 @@ class ModelForward {
   // Split-K partitions of decode attention: fixed per batch size, so a
   // captured graph serves every depth.
   int DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const;
+  // The alternative decode build GEMMA_DECODE_ATTENTION names for this
+  // head_dim and cache dtype (its index in kernels::DecodeVariants), or -1.
+  int DecodeVariant(int head_dim, bool kv_fp8) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
   // also writes its E4M3 codes and per-token scales when the linear (m x k
@@ -106,6 +110,7 @@ class ModelForward {
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice
+  std::map<std::pair<int, bool>, int> decode_variants_;  // (head_dim, kv_fp8) -> DecodeVariant
   float embed_scale_ = 1.0f;
   int num_sms_ = 1;
   int max_qkv_rows_ = 0;

@@ -103,4 +103,13 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
 // so that their shorter pipelines still keep HBM busy.
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8);
 
+// Alternative decode builds (head_dims 256 and 512; benchmarks and tests,
+// the engine runs the default) for one cache dtype: their names, a launch
+// with variant `variant` of params.kv_fp8's list, and the blocks per
+// multiprocessor its split count should assume.
+std::vector<std::string> DecodeVariants(int head_dim, bool kv_fp8);
+std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* workspace, int num_splits, int variant,
+                                         cudaStream_t stream);
+int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant);
+
 }  // namespace gemma::kernels

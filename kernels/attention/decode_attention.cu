@@ -61,24 +61,52 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-// Shared-memory limits, once per head_dim.
-// One cache dtype's instance only (a bf16 launch never depends on the E4M3 one).
+// Shared-memory limits, once per build and device (the limit belongs to a
+// device's context). One cache dtype's build only (a bf16 launch never
+// depends on the E4M3 one).
 std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_fp8) {
+  cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
+  if (setup == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(head_dim);
   static std::mutex mu;
-  static std::map<std::tuple<int, int, bool>, std::string> results;  // per device, as the limits are
+  static std::map<std::pair<int, cudaError_t (*)()>, std::string> results;
   std::lock_guard<std::mutex> lock(mu);
-  const std::tuple<int, int, bool> key{CurrentDevice(), head_dim, kv_fp8};
+  const std::pair<int, cudaError_t (*)()> key{CurrentDevice(), setup};
   auto it = results.find(key);
   if (it != results.end()) return it->second;
   std::string error;
-  cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
-  if (setup == nullptr) {
-    error = "decode attention: no E4M3-cache build for head_dim " + std::to_string(head_dim);
-  } else if (cudaError_t err = setup(); err != cudaSuccess) {
+  if (cudaError_t err = setup(); err != cudaSuccess) {
     error = std::string("decode attention: cannot set shared memory: ") + cudaGetErrorString(err);
   }
   results.emplace(key, error);
   return error;
+}
+
+// The split kernel `e` (its bf16 or E4M3 build), then the merge. REQUIRES:
+// params validated.
+std::string LaunchDecode(const AttentionParams& params, const attention::KernelEntry& e, void* workspace,
+                         int num_splits, cudaStream_t stream) {
+  if (num_splits < 1 || num_splits > kMaxSplits)
+    return "decode attention: num_splits must be in [1, " + std::to_string(kMaxSplits) +
+           "], got " + std::to_string(num_splits);
+  if (num_splits > 1 && workspace == nullptr)
+    return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
+  if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
+
+  attention::KernelParams k = attention::ToKernelParams(params);
+  k.heads_per_block = k.group;
+  k.tokens_per_block = 1;
+  k.num_splits = num_splits;
+  k.partial = static_cast<float*>(workspace);
+  k.pdl = true;
+  const auto launch = params.kv_fp8 ? e.launch_fp8 : e.launch;
+  if (launch == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(params.head_dim);
+  launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
+  if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
+  if (num_splits == 1) return "";
+  LaunchWithPdl(CombineSplitsKernel, dim3(params.num_heads, params.num_seqs), dim3(kCombineThreads), 0, stream,
+                static_cast<const float*>(k.partial), params.out, params.q_offsets, params.num_heads,
+                params.head_dim, num_splits);
+  return attention::LastLaunchError("decode attention combine");
 }
 
 }  // namespace
@@ -105,32 +133,33 @@ int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace, int num_splits,
                                   cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
-  if (num_splits < 1 || num_splits > kMaxSplits)
-    return "decode attention: num_splits must be in [1, " + std::to_string(kMaxSplits) +
-           "], got " + std::to_string(num_splits);
-  if (num_splits > 1 && workspace == nullptr)
-    return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
   // A head_dim without an instance of its own runs the next one's padded build.
   const attention::KernelTable* own = attention::TableForHeadDim(params.head_dim);
   const attention::KernelEntry& e =
       own != nullptr ? own->decode : attention::PaddedTableForHeadDim(params.head_dim)->padded;
-  if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
+  return LaunchDecode(params, e, workspace, num_splits, stream);
+}
 
-  attention::KernelParams k = attention::ToKernelParams(params);
-  k.heads_per_block = k.group;
-  k.tokens_per_block = 1;
-  k.num_splits = num_splits;
-  k.partial = static_cast<float*>(workspace);
-  k.pdl = true;
-  const auto launch = params.kv_fp8 ? e.launch_fp8 : e.launch;
-  if (launch == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(params.head_dim);
-  launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
-  if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
-  if (num_splits == 1) return "";
-  LaunchWithPdl(CombineSplitsKernel, dim3(params.num_heads, params.num_seqs), dim3(kCombineThreads), 0, stream,
-                static_cast<const float*>(k.partial), params.out, params.q_offsets, params.num_heads,
-                params.head_dim, num_splits);
-  return attention::LastLaunchError("decode attention combine");
+std::vector<std::string> DecodeVariants(int head_dim, bool kv_fp8) {
+  std::vector<std::string> names;
+  for (const attention::KernelEntry& e : attention::DecodeVariantTable(head_dim, kv_fp8)) names.push_back(e.name);
+  return names;
+}
+
+std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* workspace, int num_splits, int variant,
+                                         cudaStream_t stream) {
+  if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
+  const auto& table = attention::DecodeVariantTable(params.head_dim, params.kv_fp8);
+  if (variant < 0 || variant >= static_cast<int>(table.size()))
+    return "decode attention: no " + std::string(params.kv_fp8 ? "E4M3" : "bf16") + "-cache variant " +
+           std::to_string(variant) + " for head_dim " + std::to_string(params.head_dim);
+  return LaunchDecode(params, table[static_cast<size_t>(variant)], workspace, num_splits, stream);
+}
+
+int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant) {
+  const auto& table = attention::DecodeVariantTable(head_dim, kv_fp8);
+  if (!kv_fp8 || variant < 0 || variant >= static_cast<int>(table.size())) return 1;
+  return table[static_cast<size_t>(variant)].fp8_blocks_per_sm;
 }
 
 }  // namespace gemma::kernels

@@ -61,6 +61,11 @@ struct KernelTable {
   KernelEntry padded;
 };
 
+// Alternative decode builds of head_dim's kernel for one cache dtype (their
+// launch, or launch_fp8 with kv_fp8; decode_variants.cu): empty for
+// head_dims other than 256 and 512.
+const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8);
+
 // Instances: 32, 64, 128, 256, 512; the other multiples of 16 up to 512 run
 // the next larger one's padded build.
 inline constexpr int kMaxHeadDim = 512;

@@ -50,6 +50,9 @@ struct DeviceMatrix {
     return m;
   }
 
+  // int4 with an fp8 copy: that copy as an fp8 matrix.
+  DeviceMatrix Fp8Copy() const { return DeviceMatrix(w4_fp8, w4_fp8_scale, w4_fp8_wgmma); }
+
   bool fp8() const { return row_scale != nullptr; }
   bool int4() const { return w4_scales != nullptr; }
   const __nv_bfloat16* bf16() const { return static_cast<const __nv_bfloat16*>(data); }

@@ -61,12 +61,15 @@ class LinearDispatcher {
   // on the copy (DeviceMatrix::w4_bf16) or on the matrix dequantized into a
   // scratch of `max_elements` (reserve the largest n x k before such a Run).
   absl::Status ReserveInt4(int64_t max_elements);
+  // Whether Run on int4 weights with m rows runs the matrix's fp8 copy.
+  static bool Int4UsesFp8Copy(const DeviceMatrix& w, int m);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
   // Whether Run(w, m rows, n, k) with x_fp8 given would read those codes: fp8
-  // weights, and a GEMM (m > kGemvMaxBatch), the wgmma linear, or a GEMV
-  // whose tuned choice takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
+  // weights (or int4 ones whose fp8 copy serves m rows, Int4UsesFp8Copy),
+  // and a GEMM (m > kGemvMaxBatch), the wgmma linear, or a GEMV whose tuned
+  // choice takes E4M3 input. A producer that can emit x_fp8 (a norm, the gelu gate)
   // asks first, so it skips the codes the a16 GEMVs would not read.
   bool TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const;
 

@@ -1,10 +1,10 @@
 // LinearDispatcher's int4 (W4A16) path: the tuned W4A16 kernel for up to
-// kMaxW4Rows rows (one launch per 64), or, for a matrix with a load-time bf16
-// copy (DeviceMatrix::w4_bf16, or the fp8 one, w4_fp8), up to
-// kMaxW4RowsWithCopy; above that the bf16 path (cuBLASLt) or the fp8 path on
-// the copy, or the bf16 path on the matrix dequantized per call into a
-// scratch buffer (prefill passes, where the GEMM's arithmetic outweighs the
-// dequantization).
+// kMaxW4Rows rows (one launch per 64), or, for a matrix with a load-time
+// copy, up to kMaxW4RowsWithCopy rows (bf16 copy, DeviceMatrix::w4_bf16) or
+// kMaxW4RowsWithFp8Copy (fp8 copy, w4_fp8); above that the bf16 path
+// (cuBLASLt) or the fp8 path on the copy, or the bf16 path on the matrix
+// dequantized per call into a scratch buffer (prefill passes, where the
+// GEMM's arithmetic outweighs the dequantization).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +23,11 @@ constexpr int kMaxW4Rows = 4 * kernels::kW4MaxBatch;
 // (H200, 31B shapes: at 32 and 64 rows the kernel streams 0.3-0.7 TB/s of
 // 4-bit weights, under the bf16 GEMM's time on 3.6x the bytes).
 constexpr int kMaxW4RowsWithCopy = 16;
+// With an fp8 copy, the wgmma FP8 linear's 16-row tiles beat the W4A16
+// kernel's two-n8-tile tilings above 8 rows (H200, 31B shapes, 16 rows:
+// W4A16 27.9-82.2 us at 20-36 % of the read ceiling against the fp8 copy's
+// 2.5-4.3 TB/s, e.g. gate/up 82 vs ~58 us).
+constexpr int kMaxW4RowsWithFp8Copy = 8;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
   kernels::GemvW4Params p;
@@ -51,6 +56,10 @@ absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
   return absl::OkStatus();
 }
 
+bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
+  return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
+}
+
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
   if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
@@ -58,9 +67,9 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
     b.w = DeviceMatrix(a.w.w4_bf16);
     return Run(b, stream);
   }
-  if (a.w.w4_fp8 != nullptr && a.m > kMaxW4RowsWithCopy) {
-    LinearArgs b = a;
-    b.w = DeviceMatrix(a.w.w4_fp8, a.w.w4_fp8_scale, a.w.w4_fp8_wgmma);
+  if (Int4UsesFp8Copy(a.w, a.m)) {
+    LinearArgs b = a;  // keeps x_fp8: the norm or gelu gate emitted codes for it (TakesFp8Input)
+    b.w = a.w.Fp8Copy();
     return Run(b, stream);
   }
   if (a.m <= kMaxW4Rows) {

@@ -66,6 +66,11 @@ struct TuningSwitches {
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).
   bool prefill_wgmma = true;
+  // GEMMA_DECODE_ATTENTION (default empty: the default builds): names of
+  // alternative decode attention builds (kernels::DecodeVariants, e.g.
+  // "kr-w2s3b2,kr-w2s3b4"), comma-separated; each head_dim and cache dtype
+  // runs the first of them it has (the others keep the default).
+  std::string decode_attention;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

@@ -65,6 +65,7 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
     for (int b = 1; b <= max_batch; ++b) batches.push_back(b);
     if (m.w.int4()) batches.insert(batches.end(), w4_buckets.begin(), w4_buckets.end());
     for (int b : batches) {
+      if (m.w.int4() && LinearDispatcher::Int4UsesFp8Copy(m.w, b)) continue;  // the copy's wgmma choice instead
       if (m.w.int4()) {
         GEMMA_STATUS_RETURN_IF_ERROR(linear.AutotuneInt4(m.n, m.k, b, int4_copies[{m.n, m.k}],
                                                          x.get<__nv_bfloat16>(), out.get<float>(), stream));
@@ -79,7 +80,8 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
   return absl::OkStatus();
 }
 
-// Decode batches, fp8 matrices with a TMA descriptor: the wgmma FP8 linear
+// Decode batches, fp8 matrices (and int4 ones' fp8 copies) with a TMA
+// descriptor: the wgmma FP8 linear
 // against the tuned GEMV (batches up to kGemvMaxBatch) and cuBLASLt (above)
 // (wgmma_path.h), per shape over every layer's copy of it (so the timed
 // weights stream from HBM, as in a step).
@@ -91,8 +93,11 @@ absl::Status Tuner::TuneWgmma(LinearDispatcher& linear, std::span<const TunedMat
   std::map<std::tuple<int, int, bool, bool>, std::vector<DeviceMatrix>> groups;
   int max_n = 0;
   for (const TunedMatrix& m : mats) {
-    if (!m.w.fp8() || m.w.wgmma == nullptr) continue;
-    groups[{m.n, m.k, m.lm_head, m.codes_given}].push_back(m.w);
+    // int4 matrices with an fp8 copy run the copy above kMaxW4RowsWithFp8Copy
+    // rows (linear_int4.cc): its wgmma choice is tuned like fp8 weights'.
+    const DeviceMatrix w = m.w.int4() && m.w.w4_fp8 != nullptr ? m.w.Fp8Copy() : m.w;
+    if (!w.fp8() || w.wgmma == nullptr) continue;
+    groups[{m.n, m.k, m.lm_head, m.codes_given}].push_back(w);
     max_n = std::max(max_n, m.n);
   }
   if (groups.empty()) return absl::OkStatus();

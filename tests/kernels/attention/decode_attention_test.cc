@@ -73,6 +73,43 @@ TEST_F(DecodeAttentionTest, Sliding31BWindowRing) {
   Check(c, {1, 9, 16});
 }
 
+// The alternative bf16-cache decode builds (benchmarks choose among them)
+// against the float64 reference: global and sliding-ring 31B shapes, slot
+// and paged caches, one and several splits.
+TEST_F(DecodeAttentionTest, AlternativeBuilds) {
+  AttentionCase global = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  global.capacity = 2048;
+  AttentionCase sliding = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  sliding.window = 1024;
+  sliding.capacity = 1024;
+  sliding.ring = true;
+  sliding.seed = 2;
+  for (const AttentionCase& c : {global, sliding}) {
+    const std::vector<std::string> variants = DecodeVariants(c.head_dim, /*kv_fp8=*/false);
+    ASSERT_FALSE(variants.empty()) << "head_dim " << c.head_dim;
+    AttentionProblem prob(c);
+    const std::vector<double> ref = prob.Reference();
+    for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
+      for (int view = 0; view < 2; ++view) {
+        for (int num_splits : {1, 9}) {
+          SCOPED_TRACE(variants[static_cast<size_t>(v)] + " splits " + std::to_string(num_splits) +
+                       (view ? " paged" : ""));
+          DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads, c.head_dim, num_splits));
+          CUDA_OK(prob.Poison());
+          if (ws.bytes() > 0) CUDA_OK(cudaMemset(ws.as<void>(), 0xff, ws.bytes()));
+          const AttentionParams p = view ? prob.PagedParams(16) : prob.Params();
+          ASSERT_EQ(LaunchDecodeAttentionVariant(p, ws.as<void>(), num_splits, v, nullptr), "");
+          CUDA_OK(cudaDeviceSynchronize());
+          const ErrorReport r = Compare(prob.Output(), ref);
+          EXPECT_EQ(r.num_not_finite, 0);
+          EXPECT_LT(r.rel_error, kTolerance);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(DecodeVariants(128, false).empty());
+}
+
 TEST_F(DecodeAttentionTest, WindowBoundary15_16_17) {
   AttentionCase c = DecodeCase(64, 8, 2, {15, 16, 17, 41}, {2, 3, 0, 1});
   c.window = 16;

@@ -116,6 +116,44 @@ TEST_F(Fp8KvAttentionTest, DecodeSliding31BRing) {
   Decode(c, {1, 9});
 }
 
+// The alternative E4M3-cache decode builds (benchmarks choose among them)
+// on the 31B's shapes, slot and paged caches, one and several splits.
+TEST_F(Fp8KvAttentionTest, DecodeAlternativeBuilds) {
+  AttentionCase global = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  global.capacity = 2048;
+  global.poison_unused_cache = true;
+  AttentionCase sliding = DecodeCase(256, 32, 16, {1030, 1024, 1025, 500, 3001}, {4, 0, 3, 1, 2});
+  sliding.window = 1024;
+  sliding.capacity = 1024;
+  sliding.ring = true;
+  sliding.poison_unused_cache = true;
+  sliding.seed = 2;
+  for (const AttentionCase& c : {global, sliding}) {
+    const std::vector<std::string> variants = DecodeVariants(c.head_dim, /*kv_fp8=*/true);
+    ASSERT_FALSE(variants.empty()) << "head_dim " << c.head_dim;
+    for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
+      for (int num_splits : {1, 9}) {
+        DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads, c.head_dim, num_splits));
+        Compare2(c, variants[static_cast<size_t>(v)] + ", splits " + std::to_string(num_splits),
+                 [&](const AttentionParams& p) {
+                   // The bf16 view runs the default build: the reference the E4M3 run must match.
+                   return p.kv_fp8 ? LaunchDecodeAttentionVariant(p, ws.as<void>(), num_splits, v, nullptr)
+                                   : LaunchDecodeAttention(p, ws.as<void>(), num_splits, nullptr);
+                 });
+      }
+    }
+  }
+  // An unknown index is refused by name.
+  AttentionCase exact = global;
+  exact.e4m3_values = true;
+  AttentionProblem prob(exact);
+  DeviceBuffer ws(DecodeWorkspaceBytes(3, 32, 512, 1));
+  EXPECT_NE(LaunchDecodeAttentionVariant(prob.Fp8(prob.Params()), ws.as<void>(), 1, 99, nullptr)
+                .find("no E4M3-cache variant 99"),
+            std::string::npos);
+  EXPECT_TRUE(DecodeVariants(128, true).empty());
+}
+
 TEST_F(Fp8KvAttentionTest, DecodeFixtureHeadDims) {
   for (int d : {32, 64, 128}) {
     SCOPED_TRACE("head_dim " + std::to_string(d));

@@ -1,0 +1,103 @@
+// Alternative builds of the decode kernel for head_dims 256 and 512 (the
+// 31B's), next to KernelTable::decode's. Over an E4M3 cache: the tile kernel
+// with fewer warps splitting head_dim (each warp's partial S is reduced
+// through shared memory and each warp repeats the softmax, which dominate
+// the instructions per key), longer key tiles, deeper pipelines. Over both
+// caches: the key-rows kernel (decode_key_rows.cuh, "kr-", and "kr2-" with
+// warp pairs splitting head_dim), whose warps own whole keys instead. Benchmarks and tests launch them by index
+// (LaunchDecodeAttentionVariant); the engine runs the default. Their own
+// translation unit: they compile in parallel with the head_dim tables.
+#include <vector>
+
+#include "kernels/attention/decode_key_rows.cuh"
+#include "kernels/attention/tile_instances.cuh"
+
+namespace gemma::kernels::attention {
+namespace {
+
+// WD warps splitting head_dim, BN keys per tile, STAGES deep, MINB blocks
+// per multiprocessor (launch bounds, and the split count's block slots).
+template <int D, int WD, int BN, int STAGES, int MINB>
+KernelEntry Fp8Decode() {
+  using S = TileShape<D, 1, WD, BN, STAGES, 1, 0, 1>;
+  static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  KernelEntry e;
+  e.name = "w" + std::to_string(WD) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES) + "b" +
+           std::to_string(MINB);
+  e.block_m = S::kBM;
+  e.block_n = BN;
+  e.warps = S::kWarps;
+  e.stages = STAGES;
+  e.d_split = WD;
+  e.threads = S::kThreads;
+  e.smem_bytes = S::kSmemBytes;
+  AddFp8Build<D, 1, WD, BN, STAGES, 1, 0, MINB>(e);
+  return e;
+}
+
+// The key-rows kernel: WARPS warps (SPLIT = 2: pairs splitting head_dim) of
+// 16 keys each, STAGES deep, MINB blocks per multiprocessor; over an E4M3
+// cache (F8) or a bf16 one.
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
+KernelEntry KeyRows() {
+  using S = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>;
+  static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  KernelEntry e;
+  e.name = std::string(SPLIT > 1 ? "kr2-w" : "kr-w") + std::to_string(WARPS) + "s" + std::to_string(STAGES) + "b" +
+           std::to_string(MINB);
+  e.block_m = 16;
+  e.block_n = S::kBN;
+  e.warps = WARPS;
+  e.stages = STAGES;
+  e.d_split = SPLIT;
+  e.threads = WARPS * 32;
+  e.smem_bytes = S::kSmemBytes;
+  if constexpr (F8) {
+    e.setup_fp8 = &SetUpKeyRows<D, WARPS, STAGES, MINB, true, SPLIT>;
+    e.launch_fp8 = &LaunchKeyRows<D, WARPS, STAGES, MINB, true, SPLIT>;
+    e.fp8_blocks_per_sm = MINB;
+  } else {
+    e.setup = &SetUpKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
+    e.launch = &LaunchKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
+  }
+  return e;
+}
+
+}  // namespace
+
+const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8) {
+  static const std::vector<KernelEntry> e4m3_512 = {
+      Fp8Decode<512, 4, 32, 2, 2>(),  // half the warps: 64 accumulator registers
+      Fp8Decode<512, 8, 64, 2, 1>(),  // twice the keys per barrier and exchange
+      Fp8Decode<512, 4, 64, 2, 1>(),
+      Fp8Decode<512, 8, 32, 3, 1>(),  // one block, three stages
+      KeyRows<512, 2, 3, 2, true>(),
+      KeyRows<512, 2, 2, 3, true>(),
+      KeyRows<512, 4, 2, 1, true>(),
+      KeyRows<512, 4, 3, 2, true, 2>(),  // pairs splitting head_dim: 64 accumulator registers
+      KeyRows<512, 8, 2, 1, true, 2>(),
+  };
+  static const std::vector<KernelEntry> e4m3_256 = {
+      Fp8Decode<256, 2, 32, 2, 4>(),  // 64 accumulator registers, two warps
+      Fp8Decode<256, 4, 64, 2, 2>(),
+      Fp8Decode<256, 2, 64, 2, 2>(),
+      KeyRows<256, 2, 3, 4, true>(),
+      KeyRows<256, 4, 2, 3, true>(),
+  };
+  // bf16: one block per multiprocessor is what the split count assumes.
+  static const std::vector<KernelEntry> bf16_512 = {
+      KeyRows<512, 2, 3, 1, false>(),
+      KeyRows<512, 2, 2, 1, false>(),
+      KeyRows<512, 4, 3, 1, false, 2>(),
+  };
+  static const std::vector<KernelEntry> bf16_256 = {
+      KeyRows<256, 2, 3, 1, false>(),
+      KeyRows<256, 4, 2, 1, false>(),
+  };
+  static const std::vector<KernelEntry> none;
+  if (head_dim == 512) return kv_fp8 ? e4m3_512 : bf16_512;
+  if (head_dim == 256) return kv_fp8 ? e4m3_256 : bf16_256;
+  return none;
+}
+
+}  // namespace gemma::kernels::attention
