@@ -100,6 +100,7 @@ class EngineImpl final : public Engine {
   int last_batch_size_ = 0;
   std::mt19937_64 rng_;
   int64_t steps_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
+  double schedule_s_ = 0, forward_s_ = 0, commit_s_ = 0;
   std::thread thread_;
 };
 
@@ -164,6 +165,11 @@ void EngineImpl::Loop() {
     PublishStats();
   }
   PublishStats();
+  if (steps_ > 0) {
+    spdlog::info("engine: {} steps, {} prompt and {} generated tokens; step time: schedule {:.2f} s, forward {:.2f} s, "
+                 "commit {:.2f} s",
+                 steps_, prompt_tokens_, generated_tokens_, schedule_s_, forward_s_, commit_s_);
+  }
 }
 
 void EngineImpl::DrainInbox() {
@@ -195,6 +201,7 @@ void EngineImpl::FinishFailed(std::vector<FailedSequence> failed) {
 // One iteration: schedule, forward, then per sequence commit the KV and, when
 // its chunk reached the end of its tokens, sample and emit.
 void EngineImpl::RunStep() {
+  const Clock::time_point t0 = Clock::now();
   StepPlan plan = scheduler_.Schedule();
   FinishFailed(std::move(plan.failed));
   last_batch_size_ = static_cast<int>(plan.chunks.size());
@@ -225,7 +232,11 @@ void EngineImpl::RunStep() {
     }
   }
   ForwardResult result;
+  const Clock::time_point t1 = Clock::now();
   absl::Status status = backend_->Forward(plan.chunks, rows, &result);
+  const Clock::time_point t2 = Clock::now();
+  schedule_s_ += std::chrono::duration<double>(t1 - t0).count();
+  forward_s_ += std::chrono::duration<double>(t2 - t1).count();
   ++steps_;
   if (options_.on_step) options_.on_step(last_batch_size_);
   if (!status.ok()) {
@@ -258,6 +269,7 @@ void EngineImpl::RunStep() {
     }
     CommitToken(seq, std::move(sample));
   }
+  commit_s_ += std::chrono::duration<double>(Clock::now() - t2).count();
 }
 
 void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
@@ -363,6 +375,9 @@ void EngineImpl::PublishStats() {
   stats_.steps = steps_;
   stats_.prompt_tokens = prompt_tokens_;
   stats_.generated_tokens = generated_tokens_;
+  stats_.schedule_seconds = schedule_s_;
+  stats_.forward_seconds = forward_s_;
+  stats_.commit_seconds = commit_s_;
 }
 
 }  // namespace

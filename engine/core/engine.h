@@ -48,6 +48,10 @@ struct EngineStats {
   int64_t prompt_tokens = 0;         // prompt tokens computed (cache hits excluded)
   int64_t generated_tokens = 0;
   int last_batch_size = 0;           // sequences in the last step
+  // Wall time of the scheduler thread's steps by phase: choosing the batch,
+  // the backend's forward pass (host work and the device's), and committing
+  // the tokens (detokenizing, stop checks, the callbacks that stream them).
+  double schedule_seconds = 0, forward_seconds = 0, commit_seconds = 0;
 };
 
 class Engine {

@@ -99,12 +99,13 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
 // many decode blocks one multiprocessor runs at once (DecodeBlocksPerSm).
 int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_sm = 1);
 // Decode blocks of head_dim's kernel one multiprocessor holds: 1 for the bf16
-// cache; the E4M3 builds at head_dim >= 256 are sized for 2 (512) or 4 (256)
+// cache; the E4M3 builds at head_dim >= 256 are sized for 2 (512) or 3 (256)
 // so that their shorter pipelines still keep HBM busy.
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8);
 
-// Alternative decode builds (head_dims 256 and 512; benchmarks and tests,
-// the engine runs the default) for one cache dtype: their names, a launch
+// Alternative decode builds (head_dims 256 and 512; benchmarks, tests and
+// GEMMA_DECODE_ATTENTION; the engine runs the default, one of them over an
+// E4M3 cache) for one cache dtype: their names, a launch
 // with variant `variant` of params.kv_fp8's list, and the blocks per
 // multiprocessor its split count should assume.
 std::vector<std::string> DecodeVariants(int head_dim, bool kv_fp8);

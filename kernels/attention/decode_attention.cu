@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/decode_default.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
 #include "kernels/common/launch.h"
@@ -126,6 +127,7 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
 
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
   if (!kv_fp8) return 1;
+  if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(head_dim)) return std::max(1, e->fp8_blocks_per_sm);
   const attention::KernelTable* own = attention::TableForHeadDim(head_dim);
   return own != nullptr ? std::max(1, own->decode.fp8_blocks_per_sm) : 1;
 }
@@ -133,6 +135,10 @@ int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
 std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace, int num_splits,
                                   cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
+  if (params.kv_fp8) {
+    if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(params.head_dim))
+      return LaunchDecode(params, *e, workspace, num_splits, stream);
+  }
   // A head_dim without an instance of its own runs the next one's padded build.
   const attention::KernelTable* own = attention::TableForHeadDim(params.head_dim);
   const attention::KernelEntry& e =

@@ -64,7 +64,7 @@ PY
   done
   kill -TERM $server; wait $server; local server_rc=$?
   echo "==== $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader); server exit $server_rc"
-  grep -E "ready|graphs|KV|error" "$out/serve31b.log" | head -6
+  grep -E "ready|graphs|KV|error|step time" "$out/serve31b.log" | head -8
   grep kv_ "$out/info.txt" | tr '\n' ' '; echo
   for r in "${rows[@]}"; do echo "$r"; done
 }

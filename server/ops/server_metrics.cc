@@ -33,6 +33,10 @@ void AddFamilies(MetricsRegistry& r) {
   r.AddFamily("gemma_num_preemptions_total", Type::kCounter,
               "Sequences preempted (KV freed, recomputed later).");
   r.AddFamily("gemma_engine_steps_total", Type::kCounter, "Engine steps (forward passes).");
+  r.AddFamily("gemma_engine_step_seconds_total", Type::kCounter,
+              "Scheduler-thread time in engine steps by phase: schedule, forward (host and device), commit "
+              "(detokenize, stop checks, streaming).",
+              {"phase"});
   r.AddFamily("gemma_request_success_total", Type::kCounter,
               "Requests finished by the engine, by reason (stop | length | abort).",
               {"finished_reason"});
@@ -144,6 +148,9 @@ void ServerMetrics::SetEngineFigures(const EngineStats& s) {
   r.GetCounter("gemma_generation_tokens_total").Set(static_cast<double>(s.generated_tokens));
   r.GetCounter("gemma_num_preemptions_total").Set(static_cast<double>(s.preemptions));
   r.GetCounter("gemma_engine_steps_total").Set(static_cast<double>(s.steps));
+  r.GetCounter("gemma_engine_step_seconds_total", {"schedule"}).Set(s.schedule_seconds);
+  r.GetCounter("gemma_engine_step_seconds_total", {"forward"}).Set(s.forward_seconds);
+  r.GetCounter("gemma_engine_step_seconds_total", {"commit"}).Set(s.commit_seconds);
 }
 
 std::string ServerMetrics::Render(const EngineStats& stats,

@@ -43,12 +43,12 @@ class DecodeAttentionTest : public ::testing::Test {
 };
 
 // The split count fills every block slot: one decode block per
-// multiprocessor over a bf16 cache, the E4M3 builds' 2 (D = 512) or 4
+// multiprocessor over a bf16 cache, the E4M3 builds' 2 (D = 512) or 3
 // (D = 256); never below 1, above 64 per block slot or above 128 splits.
 TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
   EXPECT_EQ(DecodeBlocksPerSm(512, false), 1);
   EXPECT_EQ(DecodeBlocksPerSm(512, true), 2);
-  EXPECT_EQ(DecodeBlocksPerSm(256, true), 4);
+  EXPECT_EQ(DecodeBlocksPerSm(256, true), 3);
   EXPECT_EQ(DecodeBlocksPerSm(64, true), 1);
   EXPECT_EQ(DecodeNumSplits(1, 4, 132), 33);
   EXPECT_EQ(DecodeNumSplits(1, 4, 132, 2), 66);

@@ -106,6 +106,8 @@ def check_metrics(samples, finishes):
           value(samples, "gemma_inter_token_latency_seconds_count"))
     check("batch histogram == steps", value(samples, "gemma_batch_size_count")
           == value(samples, "gemma_engine_steps_total"))
+    phases = [value(samples, "gemma_engine_step_seconds_total", phase=p) for p in ("schedule", "forward", "commit")]
+    check("step phases", all(v is not None and v >= 0 for v in phases) and phases[1] > 0, phases)
     check("idle: running", value(samples, "gemma_num_requests_running") == 0)
     check("idle: waiting", value(samples, "gemma_num_requests_waiting") == 0)
     check("idle: kv usage", value(samples, "gemma_kv_cache_usage_perc") == 0)
