@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/event_delivery.h"
 #include "engine/core/request_validation.h"
 #include "engine/core/scheduler.h"
 #include "engine/core/sequence.h"
@@ -101,6 +102,7 @@ class EngineImpl final : public Engine {
   std::mt19937_64 rng_;
   int64_t steps_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
   double schedule_s_ = 0, forward_s_ = 0, commit_s_ = 0;
+  EventDelivery delivery_;  // before thread_: Loop posts to it until joined
   std::thread thread_;
 };
 
@@ -163,8 +165,10 @@ void EngineImpl::Loop() {
       if (stopping_ && !scheduler_.has_waiting() && inbox_.empty()) break;
     }
     PublishStats();
+    delivery_.Publish();  // after the stats, so a callback sees them
   }
   PublishStats();
+  delivery_.Drain();  // Shutdown returns with every event delivered
   if (steps_ > 0) {
     spdlog::info("engine: {} steps, {} prompt and {} generated tokens; step time: schedule {:.2f} s, forward {:.2f} s, "
                  "commit {:.2f} s",
@@ -303,7 +307,7 @@ void EngineImpl::CommitToken(Sequence& seq, SampleResult sample) {
   }
   if (reason == FinishReason::kNone) {
     ev.request_id = seq.request.request_id;
-    seq.on_event(std::move(ev));
+    delivery_.Post(seq.on_event, std::move(ev));
     return;
   }
   Finish(seq, reason, std::move(ev));
@@ -352,7 +356,7 @@ void EngineImpl::Finish(Sequence& seq, FinishReason reason, GenerationEvent ev) 
   ev.timings.time_to_first_token_ms =
       seq.num_output() == 0 ? 0 : MillisBetween(seq.submitted_at, seq.first_token_at);
   ev.timings.total_ms = MillisBetween(seq.submitted_at, now);
-  seq.on_event(std::move(ev));
+  delivery_.Post(seq.on_event, std::move(ev));
 
   scheduler_.Remove(seq);  // destroys seq
 }

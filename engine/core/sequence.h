@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 struct Sequence {
   Sequence(GenerationRequest req, EventCallback cb, const Tokenizer* tokenizer, uint64_t fallback_seed)
       : request(std::move(req)),
-        on_event(std::move(cb)),
+        on_event(std::make_shared<const EventCallback>(std::move(cb))),
         sampler(request.sampling, request.prompt_ids, fallback_seed),
         sample_seed(request.sampling.seed.value_or(fallback_seed)),
         detokenizer(tokenizer,
@@ -33,7 +33,9 @@ struct Sequence {
   }
 
   GenerationRequest request;
-  EventCallback on_event;
+  // Shared with the events queued for delivery (EventDelivery), which may
+  // outlive the sequence.
+  std::shared_ptr<const EventCallback> on_event;
   SequenceSampler sampler;
   uint64_t sample_seed;             // the seed of device-side draws (see RowSampling)
   IncrementalDetokenizer detokenizer;

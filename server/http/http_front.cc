@@ -1,6 +1,9 @@
 #include "server/http/http_front.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
@@ -17,9 +20,13 @@ namespace gemma::server::http {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
+// How long Stop waits for replies under way.
+constexpr std::chrono::seconds kReplyFlush{5};
+
 struct HttpFront::Impl {
   explicit Impl(const HttpFrontOptions& options)
       : options(options),
+        session(WithCounter(options.session, &open_exchanges)),
         api(options.api_keys, options.served_model_name),
         acceptor(asio::make_strand(io)),
         handler([this](Request&& request, std::shared_ptr<HttpExchange> exchange) {
@@ -30,7 +37,14 @@ struct HttpFront::Impl {
   absl::Status SetUpTls();
   void Accept();
 
+  static SessionOptions WithCounter(SessionOptions s, std::atomic<int>* counter) {
+    s.open_exchanges = counter;
+    return s;
+  }
+
+  std::atomic<int> open_exchanges{0};  // SessionOptions::open_exchanges
   const HttpFrontOptions options;
+  const SessionOptions session;
   OpenAiApi api;
   // Before io: the sessions destroyed with io's handlers use it.
   std::unique_ptr<asio::ssl::context> tls;
@@ -86,9 +100,9 @@ void HttpFront::Impl::Accept() {
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
       if (tls != nullptr) {
-        StartTlsSession(std::move(socket), tls.get(), options.session, &handler);
+        StartTlsSession(std::move(socket), tls.get(), session, &handler);
       } else {
-        StartPlainSession(std::move(socket), options.session, &handler);
+        StartPlainSession(std::move(socket), session, &handler);
       }
     } else {
       // Out of descriptors, typically: keep accepting, the condition passes.
@@ -129,6 +143,12 @@ void HttpFront::Stop() {
     boost::system::error_code ignored;
     i->acceptor.close(ignored);
   });
+  // Replies under way (a stream's last chunks, written after its call left
+  // the server's active calls) finish first, for a bounded time.
+  const auto deadline = std::chrono::steady_clock::now() + kReplyFlush;
+  while (impl_->open_exchanges.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   // Connections still open (idle keep-alive ones) are closed when their
   // handlers are destroyed with the io_context.
   impl_->io.stop();

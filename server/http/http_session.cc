@@ -35,6 +35,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
   template <class... Args>
   Session(const SessionOptions& options, const RequestHandler* handler, Args&&... args)
       : stream_(std::forward<Args>(args)...), options_(options), handler_(handler) {}
+  ~Session() override { EndExchange(); }
 
   void Run() {
     if constexpr (kTls) {
@@ -105,7 +106,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
 
   void OnRequest(beast::error_code ec) {
     if (ec == bhttp::error::body_limit) {
-      in_exchange_ = true;
+      BeginExchange();
       keep_alive_ = false;
       linger_ = true;  // the client is still sending its body
       const ApiError error{413, absl::StrFormat("the request body is larger than %d bytes",
@@ -116,7 +117,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
     Lowest().expires_never();
     Request request = parser_->release();
     keep_alive_ = request.keep_alive();
-    in_exchange_ = true;
+    BeginExchange();
     ++exchange_seq_;
     (*handler_)(std::move(request), this->shared_from_this());
     if (in_exchange_) WatchForClose();
@@ -172,7 +173,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
   }
 
   void OnReplyWritten(beast::error_code ec) {
-    in_exchange_ = false;
+    EndExchange();
     end_after_flush_ = false;
     on_gone_ = nullptr;
     if (!ec && linger_) return LingerThenClose();
@@ -212,9 +213,22 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
     }
   }
 
+  void BeginExchange() {
+    if (in_exchange_) return;
+    in_exchange_ = true;
+    if (options_.open_exchanges != nullptr) options_.open_exchanges->fetch_add(1);
+  }
+
+  void EndExchange() {
+    if (!in_exchange_) return;
+    in_exchange_ = false;
+    if (options_.open_exchanges != nullptr) options_.open_exchanges->fetch_sub(1);
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
+    EndExchange();  // no reply can be written any more
     beast::error_code ignored;
     Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     Lowest().close();

@@ -10,6 +10,8 @@
 // Thread-safety: everything runs on the connection's strand.
 #pragma once
 
+#include <atomic>
+
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,6 +31,10 @@ using RequestHandler = std::function<void(Request&& request, std::shared_ptr<Htt
 struct SessionOptions {
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   int idle_timeout_s = 120;         // between requests, and for reading one
+  // Counts the sessions' exchanges between a request and the end of its
+  // reply (written, or the connection closed); may be null. The front waits
+  // for it to reach 0 before it stops, so no reply is cut off mid-write.
+  std::atomic<int>* open_exchanges = nullptr;
 };
 
 // `socket` must be on a strand of its own. `handler` and `tls` must outlive
