@@ -37,8 +37,9 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
       ->check(CLI::Range(2, 1 << 22))
       ->capture_default_str();
   app.add_option("--max-tokens-per-step", s.backend.max_tokens_per_step,
-                 "token budget of one engine step (decodes + prefill chunks)")
-      ->check(CLI::Range(1, 1 << 20))
+                 "token budget of one engine step (decodes + prefill chunks); 0: as vLLM chooses for "
+                 "serving, 8192 on a GPU with >= 70 GiB, 2048 on a smaller one, 512 on the cpu backend")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--kv-block-size", s.backend.kv_block_size,
                  "tokens per KV cache block (a power of two)")

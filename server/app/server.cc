@@ -112,6 +112,11 @@ absl::Status GemmaServer::Load() {
   tokenizer_ = *std::move(tokenizer);
   if (absl::Status s = LoadChatTemplate(); !s.ok()) return s;
 
+  if (options_.backend.max_tokens_per_step == 0) {
+    options_.backend.max_tokens_per_step = DefaultMaxTokensPerStep(options_.backend);
+    spdlog::info("max tokens per step: {} (the default for this device; --max-tokens-per-step sets it)",
+                 options_.backend.max_tokens_per_step);
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options_.backend);
   if (!backend.ok()) return backend.status();
 

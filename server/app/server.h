@@ -31,12 +31,9 @@ struct ServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;                   // 0 = any free port (see port())
   // The model, its backend and their sizes, passed to CreateBackend as they
-  // are; max_tokens_per_step is also the engine's chunked-prefill budget.
-  BackendOptions backend = [] {
-    BackendOptions b;
-    b.max_tokens_per_step = 512;
-    return b;
-  }();
+  // are; max_tokens_per_step is also the engine's chunked-prefill budget (0:
+  // DefaultMaxTokensPerStep, chosen when the model loads).
+  BackendOptions backend;
   int max_queue = 256;
   std::string tokenizer_path;         // empty: the model directory's tokenizer
   std::string chat_template_path;     // empty: the model directory's template

@@ -39,6 +39,7 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--kv-block-size", "-16"}, "--kv-block-size"},
       {{"--kv-block-size", "0"}, "--kv-block-size"},
       {{"--num-kv-blocks", "-1"}, "--num-kv-blocks"},
+      {{"--max-tokens-per-step", "-1"}, "--max-tokens-per-step"},
       {{"--gpu-memory-utilization", "0"}, "--gpu-memory-utilization"},
       {{"--gpu-memory-utilization", "1.5"}, "--gpu-memory-utilization"},
       {{"--gpu-memory-utilization", "half"}, "--gpu-memory-utilization"},
@@ -53,6 +54,14 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
     EXPECT_EQ(exit_code, 2) << output;
     EXPECT_NE(output.find(named), std::string::npos) << output;
   }
+}
+
+// Without --max-tokens-per-step the step budget is the backend's default
+// (the cpu backend's 512), and the log says so.
+TEST(OpsFlagsTest, DefaultStepBudgetFollowsTheBackend) {
+  Subprocess server(Serve({}));
+  const std::string line = server.WaitForLine("max tokens per step: ", std::chrono::seconds(60));
+  EXPECT_NE(line.find("max tokens per step: 512 "), std::string::npos) << line;
 }
 
 TEST(OpsFlagsTest, BusyMetricsPortAskedForExits1) {
