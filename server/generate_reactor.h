@@ -2,7 +2,7 @@
 // off the gRPC threads), submits it to the engine and writes its events to
 // the client, one write in flight at a time. Events that arrive
 // while a write is in flight are merged into the next message, so a slow
-// reader costs one growing message, never a blocked engine thread.
+// reader costs one growing message, never a blocked engine event thread.
 //
 // Lifetime: created by the service, deleted in OnDone. gRPC calls OnDone only
 // after Finish, and the reactor never finishes while its preparation is
@@ -12,7 +12,7 @@
 // reaches the reactor through a shared Link that OnDone severs, so an event
 // arriving after the call ended is dropped instead of touching freed memory.
 //
-// Thread-safety: engine events arrive on the engine thread, gRPC reactions
+// Thread-safety: engine events arrive on the engine's event thread, gRPC reactions
 // on gRPC threads; `mu_` guards the stream state, and gRPC operations are
 // started outside it.
 #pragma once
@@ -57,7 +57,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   void Prepare(bool run);
   absl::Status BuildAndSubmit();
 
-  void OnEvent(GenerationEvent&& event);  // engine thread
+  void OnEvent(GenerationEvent&& event);  // the engine's event thread
   // Decides the next gRPC operation under `mu_`, then starts it unlocked.
   void Pump();
   // Starts what NextActionLocked decided (unlocked).

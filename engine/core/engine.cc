@@ -140,6 +140,10 @@ void EngineImpl::Shutdown(std::chrono::milliseconds grace) {
     }
     cv_.notify_one();
   }
+  // From an event callback: the engine thread ends once that callback returns
+  // (it delivers every event before it exits), so joining here would wait on
+  // itself; the destructor (or a later call) joins.
+  if (delivery_.OnDeliveryThread()) return;
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
@@ -158,6 +162,7 @@ void EngineImpl::Loop() {
     ApplyCancels(past_deadline);
     FinishFailed(scheduler_.Admit());
     PublishStats();  // admitted requests stop counting against the queue at once
+    delivery_.Publish();  // cancels and refusals go out before the step runs
     if (scheduler_.has_running()) {
       RunStep();
     } else {

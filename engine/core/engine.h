@@ -50,7 +50,8 @@ struct EngineStats {
   int last_batch_size = 0;           // sequences in the last step
   // Wall time of the scheduler thread's steps by phase: choosing the batch,
   // the backend's forward pass (host work and the device's), and committing
-  // the tokens (detokenizing, stop checks, the callbacks that stream them).
+  // the tokens (detokenizing, stop checks, queueing the events; their
+  // callbacks run on the event-delivery thread).
   double schedule_seconds = 0, forward_seconds = 0, commit_seconds = 0;
 };
 
@@ -71,7 +72,8 @@ class Engine {
   virtual void Cancel(const std::string& request_id) = 0;
   virtual EngineStats Stats() const = 0;
   virtual const Backend& backend() const = 0;
-  // Rejects new work, finishes (or, past `grace`, cancels) what runs, joins.
+  // Rejects new work, finishes (or, past `grace`, cancels) what runs, joins
+  // (called from an event callback: returns without joining).
   virtual void Shutdown(std::chrono::milliseconds grace) = 0;
 };
 

@@ -32,6 +32,8 @@ class EventDelivery {
   void Publish();
   // Publishes, then returns once every posted event has been delivered.
   void Drain();
+  // True on the thread that runs the callbacks.
+  bool OnDeliveryThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   using Item = std::pair<std::shared_ptr<const EventCallback>, GenerationEvent>;

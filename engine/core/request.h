@@ -77,7 +77,8 @@ struct GenerationEvent {
   absl::Status error;                   // for kError
 };
 
-// Called on the engine thread; must not block (hand off to a queue/reactor).
+// Called on the engine's event-delivery thread, a request's events in order;
+// must not block (hand off to a queue/reactor) nor destroy the engine.
 using EventCallback = std::function<void(GenerationEvent&&)>;
 
 }  // namespace gemma

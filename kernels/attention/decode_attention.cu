@@ -91,6 +91,10 @@ std::string LaunchDecode(const AttentionParams& params, const attention::KernelE
            "], got " + std::to_string(num_splits);
   if (num_splits > 1 && workspace == nullptr)
     return "decode attention: num_splits > 1 needs a workspace of DecodeWorkspaceBytes()";
+  const int group = params.num_heads / params.num_kv_heads;
+  if (!attention::DecodeBuildServesGroup(e, group))
+    return "decode attention: build " + e.name + " serves at most 8 query heads per KV head, got " +
+           std::to_string(group);
   if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
 
   attention::KernelParams k = attention::ToKernelParams(params);
@@ -127,7 +131,9 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
 
 int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
   if (!kv_fp8) return 1;
-  if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(head_dim)) return std::max(1, e->fp8_blocks_per_sm);
+  // The split count for the 31B's groups (a larger group falls back to the
+  // tile build, whose E4M3 blocks per multiprocessor differ: only speed).
+  if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(head_dim, 8)) return std::max(1, e->fp8_blocks_per_sm);
   const attention::KernelTable* own = attention::TableForHeadDim(head_dim);
   return own != nullptr ? std::max(1, own->decode.fp8_blocks_per_sm) : 1;
 }
@@ -136,7 +142,8 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
                                   cudaStream_t stream) {
   if (std::string err = attention::ValidateParams(params, true); !err.empty()) return err;
   if (params.kv_fp8) {
-    if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(params.head_dim))
+    const int group = params.num_heads / params.num_kv_heads;
+    if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(params.head_dim, group))
       return LaunchDecode(params, *e, workspace, num_splits, stream);
   }
   // A head_dim without an instance of its own runs the next one's padded build.

@@ -6,9 +6,13 @@
 
 namespace gemma::kernels::attention {
 
-// The decode build over an E4M3 cache for head_dim where one of the
-// alternative builds replaces KernelTable::decode's (256 and 512: a key-rows
-// build); else nullptr.
-const KernelEntry* Fp8DecodeDefault(int head_dim);
+// The decode build over an E4M3 cache for head_dim and GQA group where one of
+// the alternative builds replaces KernelTable::decode's (256 and 512 with
+// groups of up to 8 query heads: a key-rows build); else nullptr.
+const KernelEntry* Fp8DecodeDefault(int head_dim, int group);
+
+// False for a key-rows build and a group above the 8 query heads per KV head
+// it serves (its MMA's n8 columns); true otherwise.
+bool DecodeBuildServesGroup(const KernelEntry& e, int group);
 
 }  // namespace gemma::kernels::attention

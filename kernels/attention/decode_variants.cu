@@ -110,13 +110,17 @@ const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8) {
 //   (kr-w4s2b3).
 // Over a bf16 cache the tile kernel stays faster (the key-rows builds were
 // 7-70 % slower), so only the E4M3 builds change.
-const KernelEntry* Fp8DecodeDefault(int head_dim) {
+const KernelEntry* Fp8DecodeDefault(int head_dim, int group) {
   const char* name = head_dim == 512 ? "kr2-w4s3b2" : head_dim == 256 ? "kr-w4s2b3" : nullptr;
-  if (name == nullptr) return nullptr;
+  if (name == nullptr || group > kKeyRowsMaxGroup) return nullptr;
   for (const KernelEntry& e : DecodeVariantTable(head_dim, true)) {
     if (e.name == name) return &e;
   }
   return nullptr;
+}
+
+bool DecodeBuildServesGroup(const KernelEntry& e, int group) {
+  return e.name.rfind("kr", 0) != 0 || group <= kKeyRowsMaxGroup;
 }
 
 }  // namespace gemma::kernels::attention

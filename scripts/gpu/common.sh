@@ -17,7 +17,9 @@ config_31b=tests/data/gemma4-31b
 # would (a small tokenizer decodes most of them as nothing, and the
 # detokenizer's look-back over such runs then costs ~30 us a token).
 tokenizer_31b=$out/gemma3.tokenizer.json
-[ -s "$tokenizer_31b" ] || gzip -dc tests/data/tokenizers/gemma3.tokenizer.json.gz > "$tokenizer_31b"
+if [ ! -s "$tokenizer_31b" ]; then
+  gzip -dc tests/data/tokenizers/gemma3.tokenizer.json.gz > "$tokenizer_31b.part" && mv "$tokenizer_31b.part" "$tokenizer_31b"
+fi
 
 # A fresh autotune cache in $out (the run tunes and keeps its choices there);
 # subcommands that do not call it use the caller's (or the default) cache.

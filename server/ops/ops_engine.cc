@@ -10,8 +10,8 @@ namespace gemma::server::ops {
 
 struct OpsEngine::RequestState {
   std::string request_id;
-  Clock::time_point last_token_at{};  // engine thread only
-  int num_tokens_seen = 0;            // engine thread only
+  Clock::time_point last_token_at{};  // the engine's event thread only
+  int num_tokens_seen = 0;            // the engine's event thread only
   // Its entry in deadlines_, guarded by OpsEngine::mu_.
   std::optional<Deadlines::iterator> deadline_entry;
   std::mutex mu;  // guards the two flags

@@ -9,7 +9,7 @@
 //   with that status, naming the flag).
 //
 // Thread-safety: like Engine, every method is safe from any thread. Event
-// callbacks run on the engine thread; the deadline timer on its own thread.
+// callbacks run on the engine's event thread; the deadline timer on its own thread.
 #pragma once
 
 #include <chrono>

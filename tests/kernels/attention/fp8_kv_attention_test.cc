@@ -116,6 +116,31 @@ TEST_F(Fp8KvAttentionTest, DecodeSliding31BRing) {
   Decode(c, {1, 9});
 }
 
+// GQA groups above the key-rows kernel's 8 query heads per KV head run the
+// tile kernel's E4M3 build (the default at D 256 / 512 is a key-rows build);
+// a key-rows build named for such a group is refused by name.
+TEST_F(Fp8KvAttentionTest, DecodeGroupsAboveEightFallBackToTheTileBuild) {
+  for (int d : {256, 512}) {
+    SCOPED_TRACE("head_dim " + std::to_string(d));
+    AttentionCase c = DecodeCase(d, 32, 2, {1, 300, 900}, {1, 2, 0});  // 16 query heads per KV head
+    c.capacity = 1024;
+    c.poison_unused_cache = true;
+    c.seed = 11;
+    Decode(c, {1, 9});
+    const std::vector<std::string> variants = DecodeVariants(d, /*kv_fp8=*/true);
+    const auto kr = std::find_if(variants.begin(), variants.end(),
+                                 [](const std::string& n) { return n.rfind("kr", 0) == 0; });
+    ASSERT_NE(kr, variants.end());
+    AttentionCase exact = c;
+    exact.e4m3_values = true;
+    AttentionProblem prob(exact);
+    DeviceBuffer ws(DecodeWorkspaceBytes(3, 32, d, 1));
+    const std::string err = LaunchDecodeAttentionVariant(prob.Fp8(prob.Params()), ws.as<void>(), 1,
+                                                         static_cast<int>(kr - variants.begin()), nullptr);
+    EXPECT_NE(err.find("serves at most 8 query heads per KV head, got 16"), std::string::npos) << err;
+  }
+}
+
 // The alternative E4M3-cache decode builds (benchmarks choose among them)
 // on the 31B's shapes, slot and paged caches, one and several splits.
 TEST_F(Fp8KvAttentionTest, DecodeAlternativeBuilds) {
