@@ -117,5 +117,27 @@ TEST_F(DetokenizerTest, RandomStreamsMatchDecodeAndSentencePiece) {
   }
 }
 
+// Runs of tokens that decode to nothing (skipped special tokens), up to well
+// past the detokenizer's 64-token look-back, between words and byte pieces:
+// the streamed text still equals the decode of the whole sequence.
+TEST_F(DetokenizerTest, LongRunsOfSkippedTokensStreamAsTheirDecode) {
+  const SpecialTokens& special = tokenizer_->special();
+  const std::vector<int32_t> skipped = {special.bos, special.eos, special.pad};
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int32_t> any_id(0, tokenizer_->vocab_size() - 1);
+  std::uniform_int_distribution<int> any_byte(0x80, 0xFF), run_length(0, 150);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<int32_t> ids;
+    for (int piece = 0; piece < 6; ++piece) {
+      for (int i = 0, n = run_length(rng); i < n; ++i) ids.push_back(skipped[rng() % skipped.size()]);
+      for (int i = 0; i < 3; ++i) {
+        const int32_t id = (rng() % 3 == 0) ? Byte(any_byte(rng)) : any_id(rng);
+        if (!tokenizer_->IsControl(id)) ids.push_back(id);
+      }
+    }
+    EXPECT_EQ(Stream(ids), tokenizer_->Decode(ids)) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace gemma
