@@ -24,7 +24,7 @@
 #                               sliding at batch 64 and depth 1 024): throughput, stalls, instruction mix
 #   serve [concurrency...]      gemma-serve on the 31B shape measured by gemma-loadgen (default 1 8 32 64;
 #                               IN, OUT_LEN, WAVES, WAVES_TOP, SAMPLED, WEIGHTS, KV, PROTOCOL, SLOTS, GPU_MEM,
-#                               STEP_TOKENS)
+#                               STEP_TOKENS: a number, or auto for the server's default)
 #   long-context                time to first token of one long prompt through gemma-serve
 #                               (CONFIGS, LENGTHS, MAX_CONTEXT, SLOTS, GPU_MEM, REQUEST_TIMEOUT)
 #   tp                          tensor parallelism: all-reduce tests (NCCL, one-shot kernel), the TP

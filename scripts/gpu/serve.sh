@@ -11,17 +11,19 @@
 # KV=fp8 an FP8 KV cache (--kv-cache-dtype); PROTOCOL=openai drives the
 # OpenAI-compatible HTTP API (streaming /v1/completions on --http-port)
 # instead of gRPC; SLOTS (default 64), GPU_MEM (default 0.92) and
-# STEP_TOKENS (--max-tokens-per-step, default 2048) size the server; TP=2
+# STEP_TOKENS (--max-tokens-per-step, default 2048; auto: the server's default) size the server; TP=2
 # or 4 serves with --tensor-parallel-size (one GPU per rank).
 cmd_serve() {
   autotune_in_out
   local levels=(${@:-1 8 32 64})
   local in_len=${IN:-1024} out_len=${OUT_LEN:-1024} waves=${WAVES:-2} waves_top=${WAVES_TOP:-3}
   local port=50152 http_port=8152 protocol=${PROTOCOL:-grpc}
+  local step_tokens=${STEP_TOKENS:-2048}
+  [ "$step_tokens" = auto ] && step_tokens=0  # the server's own default (DefaultMaxTokensPerStep)
   "$bundle/bin/gemma-serve" --model "$config_31b" --random-weights \
     --tokenizer "$tokenizer_31b" --backend cuda --port $port --http-port $http_port \
     --max-concurrent-sequences ${SLOTS:-64} --max-context $((in_len + out_len + 64)) \
-    --max-tokens-per-step ${STEP_TOKENS:-2048} \
+    --max-tokens-per-step $step_tokens \
     --gpu-memory-utilization ${GPU_MEM:-0.92} --weights ${WEIGHTS:-bf16} ${TP:+--tensor-parallel-size $TP} \
     --kv-cache-dtype ${KV:-auto} > "$out/serve31b.log" 2>&1 &
   local server=$!
@@ -64,7 +66,7 @@ PY
   done
   kill -TERM $server; wait $server; local server_rc=$?
   echo "==== $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader); server exit $server_rc"
-  grep -E "ready|graphs|KV|error|step time" "$out/serve31b.log" | head -8
+  grep -E "ready|graphs|KV|error|step time|max tokens per step" "$out/serve31b.log" | head -9
   grep kv_ "$out/info.txt" | tr '\n' ' '; echo
   for r in "${rows[@]}"; do echo "$r"; done
 }
