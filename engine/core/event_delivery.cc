@@ -1,5 +1,7 @@
 #include "engine/core/event_delivery.h"
 
+#include <iterator>
+
 namespace gemma {
 
 EventDelivery::EventDelivery() : thread_([this] { Run(); }) {}
@@ -22,13 +24,9 @@ void EventDelivery::Publish() {
   if (posted_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.empty()) {
-      queue_.swap(posted_);
-    } else {
-      for (Item& item : posted_) queue_.push_back(std::move(item));
-      posted_.clear();
-    }
+    queue_.insert(queue_.end(), std::make_move_iterator(posted_.begin()), std::make_move_iterator(posted_.end()));
   }
+  posted_.clear();
   wake_.notify_one();
 }
 

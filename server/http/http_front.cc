@@ -26,25 +26,20 @@ constexpr std::chrono::seconds kReplyFlush{5};
 struct HttpFront::Impl {
   explicit Impl(const HttpFrontOptions& options)
       : options(options),
-        session(WithCounter(options.session, &open_exchanges)),
         api(options.api_keys, options.served_model_name),
         acceptor(asio::make_strand(io)),
         handler([this](Request&& request, std::shared_ptr<HttpExchange> exchange) {
           api.Handle(std::move(request), std::move(exchange));
-        }) {}
+        }) {
+    this->options.session.open_exchanges = &open_exchanges;
+  }
 
   absl::Status Listen();
   absl::Status SetUpTls();
   void Accept();
 
-  static SessionOptions WithCounter(SessionOptions s, std::atomic<int>* counter) {
-    s.open_exchanges = counter;
-    return s;
-  }
-
-  std::atomic<int> open_exchanges{0};  // SessionOptions::open_exchanges
-  const HttpFrontOptions options;
-  const SessionOptions session;
+  std::atomic<int> open_exchanges{0};  // the sessions' (options.session.open_exchanges)
+  HttpFrontOptions options;
   OpenAiApi api;
   // Before io: the sessions destroyed with io's handlers use it.
   std::unique_ptr<asio::ssl::context> tls;
@@ -100,9 +95,9 @@ void HttpFront::Impl::Accept() {
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
       if (tls != nullptr) {
-        StartTlsSession(std::move(socket), tls.get(), session, &handler);
+        StartTlsSession(std::move(socket), tls.get(), options.session, &handler);
       } else {
-        StartPlainSession(std::move(socket), session, &handler);
+        StartPlainSession(std::move(socket), options.session, &handler);
       }
     } else {
       // Out of descriptors, typically: keep accepting, the condition passes.
