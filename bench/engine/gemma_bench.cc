@@ -42,6 +42,7 @@ struct Flags {
   KvCacheDType kv_cache_dtype = KvCacheDType::kBF16;
   bool random_weights = false, no_autotune = false, no_graphs = false;
   bool skip_gemv = false;
+  bool profile_prefill = false;  // the profiler range covers the first depth's prefill, not decode steps
   std::vector<int> depths = {512, 8192, 32768, 131072};
   std::vector<int> batches;                 // non-empty: the batched paged decode mode
   std::vector<int> contexts = {64, 2048};   // with --batches
@@ -112,9 +113,12 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, SlotTables& t
   for (int depth : f.depths) {
     if (depth <= pos) continue;
     auto ids = PromptTokens(depth - pos, b.config().vocab_size, depth);
+    const bool profile_this_prefill = f.profile_prefill && results.empty();
+    if (profile_this_prefill) cudaProfilerStart();
     const auto t0 = Clock::now();
     if (auto st = Prefill(b, tables, ids, &next); !st.ok()) return st;
     prefill_s += Seconds(t0, Clock::now());
+    if (profile_this_prefill) cudaProfilerStop();
     pos = depth;
     DepthResult r;
     r.depth = depth;
@@ -123,13 +127,14 @@ absl::StatusOr<std::vector<DepthResult>> RunDepths(CudaBackend& b, SlotTables& t
     for (int s = 0; s < f.decode_tokens + 2; ++s) {  // two untimed warm-up steps
       if (s == 2) {
         start = Clock::now();
-        cudaProfilerStart();  // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
+        // `nsys --capture-range=cudaProfilerApi` sees the timed steps only
+        if (!f.profile_prefill) cudaProfilerStart();
       }
       if (auto st = DecodeStep(b, tables, &next); !st.ok()) return st;
       ++pos;
     }
     const double secs = Seconds(start, Clock::now());
-    cudaProfilerStop();
+    if (!f.profile_prefill) cudaProfilerStop();
     r.decode_tok_s = f.decode_tokens / secs;
     r.decode_ms = 1e3 * secs / f.decode_tokens;
     spdlog::info("bench: depth {}: prefill {:.0f} tok/s, decode {:.2f} tok/s", depth, r.prefill_tok_s,
@@ -279,6 +284,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-autotune", f.no_autotune, "fixed kernel configurations (attention and GEMV)");
   app.add_flag("--no-graphs", f.no_graphs, "decode without CUDA graphs");
   app.add_flag("--skip-gemv", f.skip_gemv, "skip the GEMV bandwidth table");
+  app.add_flag("--profile-prefill", f.profile_prefill,
+               "profiler range (cudaProfilerStart/Stop) around the first depth's prefill instead of the decode steps");
   app.add_option("--depths", f.depths, "context depths for decode timing")->delimiter(',');
   app.add_option("--decode-tokens", f.decode_tokens, "timed decode steps per depth")->check(CLI::PositiveNumber);
   app.add_option("--json", f.json_path, "write results as JSON here");

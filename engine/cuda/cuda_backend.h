@@ -27,9 +27,9 @@ class AllReduce;
 
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
-  // Tokens per pass; bounds the activations. 0: about 2048, rounded so a
-  // global layer's prefill attention fills whole waves of the GPU (see
-  // AutoChunkTokens in cuda_backend.cc).
+  // Tokens per pass; bounds the activations. 0: about 4096 on a GPU with
+  // >= 70 GiB, else about 2048, rounded so a global layer's prefill attention
+  // fills whole waves of the GPU (see AutoChunkTokens in cuda_backend.cc).
   int max_chunk_tokens = 0;
   int decode_splits = 0;        // split-K partitions of decode attention; 0 = auto
   // Time the GEMV tilings per shape at start, and the cuBLASLt algorithms of

@@ -23,25 +23,45 @@ __device__ __forceinline__ void Store8(float* dst, const float in[8]) {
 
 // One block per token; thread i owns 8-element vectors i, i + kThreads, ...
 // (VPT of them) and holds them in registers from the first load to the last
-// store. Every global load is issued up front — the norm weights even before
-// waiting for the previous kernel (launched with PDL), the branch and the
-// residual right after — so a decode step pays one memory round trip per
-// norm, not one per phase (each phase reading from DRAM behind a barrier
-// measured ~9.5 us per norm at batch 1, 2026-11-30).
-template <int VPT>
-__global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
+// store.
+// Decode (MANY false: a few tokens, one block each, latency-bound): every
+// global load is issued up front — the norm weights even before waiting for
+// the previous kernel (launched with PDL), the branch and the residual right
+// after — so a decode step pays one memory round trip per norm, not one per
+// phase (each phase reading from DRAM behind a barrier measured ~9.5 us per
+// norm at batch 1, 2026-11-30).
+// Prefill (MANY true: thousands of tokens, bandwidth-bound): the weights are
+// read where they are used (cache hits: every block reads the same ones), so
+// the registers left let three blocks share a multiprocessor (up to 6 144
+// wide; two at 8 192) and one block's loads overlap another's reductions and
+// stores (holding the weights too, one block fit and an 8K-token pass at the
+// 31B's width ran at ~2 TB/s).
+template <int VPT, bool MANY>
+__global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 ? 2 : 1)
+    ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
   __shared__ float scratch[32];
   const int vecs = p.hidden / 8;
   const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
   const bool has_branch = p.branch != nullptr || p.branch_f32 != nullptr;
-  float ow[VPT][8], bw[VPT][8];
+  float ow[MANY ? 1 : VPT][8], bw[MANY ? 1 : VPT][8];
+  if constexpr (!MANY) {
 #pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * kThreads;
-    if (v >= vecs) continue;
-    Load8(p.out_weight + 8 * v, ow[i]);
-    if (has_branch) Load8(p.branch_weight + 8 * v, bw[i]);
+    for (int i = 0; i < VPT; ++i) {
+      const int v = threadIdx.x + i * kThreads;
+      if (v >= vecs) continue;
+      Load8(p.out_weight + 8 * v, ow[i]);
+      if (has_branch) Load8(p.branch_weight + 8 * v, bw[i]);
+    }
   }
+  // The weights of vector v, held in slot i (prefill: loaded now, into the one slot).
+  auto weights = [&](const float* src, float (&held)[MANY ? 1 : VPT][8], int i, int v) -> const float* {
+    if constexpr (MANY) {
+      Load8(src + 8 * v, held[0]);
+      return held[0];
+    } else {
+      return held[i];
+    }
+  };
   const float s = p.layer_scalar ? __ldg(p.layer_scalar) : 1.0f;
   WaitForPreviousKernel();
   AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
@@ -70,9 +90,10 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
     for (int i = 0; i < VPT; ++i) {
       const int v = threadIdx.x + i * kThreads;
       if (v >= vecs) continue;
+      const float* w = weights(p.branch_weight, bw, i, v);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        x[i][j] = s * (x[i][j] + b[i][j] * rb * bw[i][j]);
+        x[i][j] = s * (x[i][j] + b[i][j] * rb * w[j]);
         ss += x[i][j] * x[i][j];
       }
       Store8(h + 8 * v, x[i]);
@@ -95,9 +116,10 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
   for (int i = 0; i < VPT; ++i) {
     const int v = threadIdx.x + i * kThreads;
     if (v >= vecs) continue;
+    const float* w = weights(p.out_weight, ow, i, v);
     float f[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) f[j] = x[i][j] * r * ow[i][j];
+    for (int j = 0; j < 8; ++j) f[j] = x[i][j] * r * w[j];
     o[i] = Pack8(f);
     out[v] = o[i];
     amax = fmaxf(amax, AbsMax8(o[i]));
@@ -116,9 +138,16 @@ __global__ void __launch_bounds__(kThreads) ResidualNormKernel(const __grid_cons
   }
 }
 
+// Token counts from here on run the prefill form (decode batches stay below).
+constexpr int kManyTokens = 256;
+
 template <int VPT>
 void Launch(const ResidualNormParams& p, cudaStream_t stream) {
-  LaunchWithPdl(ResidualNormKernel<VPT>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
+  if (p.num_tokens >= kManyTokens) {
+    LaunchWithPdl(ResidualNormKernel<VPT, true>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
+  } else {
+    LaunchWithPdl(ResidualNormKernel<VPT, false>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
+  }
 }
 
 }  // namespace
@@ -138,6 +167,8 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
     Launch<1>(p, stream);
   } else if (vecs_per_thread <= 2) {
     Launch<2>(p, stream);
+  } else if (vecs_per_thread <= 3) {
+    Launch<3>(p, stream);
   } else if (vecs_per_thread <= 4) {
     Launch<4>(p, stream);
   } else {

@@ -76,6 +76,14 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(2, 4104, true, false);
   CheckResidualNorm(2, 16384, true, true);
   CheckResidualNorm(2, 16384, false, false);
+  // From 256 tokens the kernel reads the weights where it uses them (three
+  // blocks per multiprocessor): the same shapes and edges.
+  CheckResidualNorm(300, 5376, true, true);
+  CheckResidualNorm(256, 5376, false, false);
+  CheckResidualNorm(257, 5376, true, false, /*f32_branch=*/true);
+  CheckResidualNorm(260, 4104, true, true);
+  CheckResidualNorm(256, 16384, true, true);
+  CheckResidualNorm(300, 8, true, true);
 }
 
 struct RopeCase {

@@ -78,8 +78,8 @@ void CheckResidualNorm(int tokens, int hidden, bool with_branch) {
 
 TEST(Fp8ProducersTest, ResidualNormEmitsQuantizerBits) {
   GEMMA_REQUIRE_GPU();
-  for (int tokens : {1, 5}) {
-    for (int hidden : {5376, 1040, 8, 4096, 16384}) {  // 4, 1, 1, 2 and 8 vectors per thread
+  for (int tokens : {1, 5, 300}) {  // 300: the prefill form (kManyTokens)
+    for (int hidden : {5376, 1040, 8, 4096, 16384}) {  // 3, 1, 1, 2 and 8 vectors per thread
       CheckResidualNorm(tokens, hidden, true);
       CheckResidualNorm(tokens, hidden, false);
     }
