@@ -19,6 +19,8 @@
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
 #                               default; RACECHECK=1 adds racecheck), or the engine's use of it (engine)
 #   profile                     read-bw-bench, then a batch-1 decode under nsys or else ncu (WEIGHTS, default fp8)
+#   prefill-profile             Nsight Compute on every kernel of one prefill (WEIGHTS, default bf16; DEPTH,
+#                               default 8192), summed per kernel name
 #   decode-attention-profile    Nsight Compute on the decode attention kernels where they are furthest
 #                               from the read ceiling (E4M3 global at batch 1 and depth 131 072, E4M3
 #                               sliding at batch 64 and depth 1 024): throughput, stalls, instruction mix
@@ -56,7 +58,7 @@ binaries() {
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
     int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
-    profile) b="read-bw-bench gemma-bench" ;;
+    profile | prefill-profile) b="read-bw-bench gemma-bench" ;;
     decode-attention-profile) b="attention-bench" ;;
     serve | long-context) b="gemma-serve gemma-cli gemma-loadgen" ;;
     realwidth) b="gpu_realwidth_test gemma-generate gemma-serve gemma-cli" ;;
@@ -75,7 +77,7 @@ esac
 source "$here/gpu/common.sh"
 case "$cmd" in
   all | test | bench | integration) source "$here/gpu/tests.sh" ;;
-  attention | fp8 | wgmma | profile | decode-attention-profile) source "$here/gpu/kernels.sh" ;;
+  attention | fp8 | wgmma | profile | prefill-profile | decode-attention-profile) source "$here/gpu/kernels.sh" ;;
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
   int4) source "$here/gpu/int4.sh" ;;

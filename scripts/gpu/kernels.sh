@@ -223,6 +223,42 @@ PY
   fi
 }
 
+# Where a prefill's time goes: gemma-bench prefills DEPTH tokens (default 8 192) of the 31B shape
+# with $WEIGHTS (default bf16) in the backend's passes; Nsight Compute times every kernel of that
+# prefill (--profile-prefill puts the profiler range around it), serialized, at the GPU's own clocks.
+cmd_prefill_profile() {
+  gpu_info
+  local weights=${WEIGHTS:-bf16} depth=${DEPTH:-8192} ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [[ -n "$ncu" ]] || { echo "prefill-profile: no Nsight Compute (ncu) on this machine" >&2; return 1; }
+  local bench=("$bundle/bin/gemma-bench" --config "$config_31b" --random-weights --weights "$weights" --skip-gemv
+               --depths "$depth" --decode-tokens 2)
+  timeout 200 "${bench[@]}" > "$out/bench.log" 2>&1
+  timeout 400 "$ncu" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+    --page raw --log-file "$out/ncu_prefill.csv" "${bench[@]}" --profile-prefill > "$out/ncu_bench.log" 2>&1
+  local rc=$?
+  echo "==== GPU: $(gpu_name); Nsight Compute: $ncu (rc $rc); $weights, prefill of $depth tokens"
+  grep -hE 'bench: depth|chunk' "$out/bench.log" | sed -E 's/^\[[^]]*\] //' | cut -c1-200
+  echo "==== kernels of the prefill, serialized (ms, share, launches, avg us, name)"
+  python3 - "$out/ncu_prefill.csv" <<'PY'
+import csv, collections, sys
+per = collections.defaultdict(lambda: [0.0, 0])
+rows = [line for line in open(sys.argv[1]) if line.startswith('"')]  # not ncu's ==PROF== lines
+for r in csv.DictReader(rows):
+    try:
+        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
+    except (KeyError, ValueError):
+        continue  # the units row
+    name = r.get("Kernel Name", "?")
+    per[name][0] += ns
+    per[name][1] += 1
+total = sum(v[0] for v in per.values())
+for name, (ns, count) in sorted(per.items(), key=lambda kv: -kv[1][0])[:20]:
+    print(f"{ns / 1e6:8.3f} {100 * ns / max(total, 1):5.1f}% {count:6d} {ns / count / 1e3:9.1f}  {name[:100]}")
+print(f"sum {total / 1e6:.3f} ms over {sum(v[1] for v in per.values())} launches")
+PY
+}
+
 # Nsight Compute on two decode attention launches (graph nodes): the E4M3
 # global layer at batch 1, depth 131 072 (attention-bench's first E4M3 D512
 # launch) and the E4M3 sliding layer at batch 64, depth 1 024. Prints the
