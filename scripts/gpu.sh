@@ -58,7 +58,8 @@ binaries() {
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
     int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
-    profile | prefill-profile) b="read-bw-bench gemma-bench" ;;
+    profile) b="read-bw-bench gemma-bench" ;;
+    prefill-profile) b="gemma-bench" ;;
     decode-attention-profile) b="attention-bench" ;;
     serve | long-context) b="gemma-serve gemma-cli gemma-loadgen" ;;
     realwidth) b="gpu_realwidth_test gemma-generate gemma-serve gemma-cli" ;;

@@ -108,6 +108,7 @@ int AutoChunkTokens(const ModelConfig& config) {
     return 2048;
   }
   const int base = total_bytes >= kLargeGpuBytes ? 4096 : 2048;
+  static_assert(4096 + 4096 / 4 <= kMaxAutoChunkTokens);
   for (int chunk = base; chunk <= base + base / 4; chunk += kTile)
     if ((chunk / kTile) * config.num_heads % num_sms == 0) return chunk;
   return base;
@@ -258,6 +259,9 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   if (*lm_head == WeightDType::kINT4) GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLmHeadInt4(stream));
   max_context = std::min(o.max_context, config.max_position_embeddings);
   chunk_tokens = std::min(t.max_chunk_tokens > 0 ? t.max_chunk_tokens : AutoChunkTokens(config), max_context);
+  // The engine never runs more tokens in a step than its budget: a longer pass
+  // would only hold activations, sliding blocks and all-reduce room unused.
+  if (o.max_tokens_per_step > 0) chunk_tokens = std::min(chunk_tokens, o.max_tokens_per_step);
   GEMMA_STATUS_RETURN_IF_ERROR(CreateLinear(*lm_head));
   GEMMA_STATUS_RETURN_IF_ERROR(CreateForward());
   if (t.autotune_gemv) {

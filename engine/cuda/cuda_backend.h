@@ -25,11 +25,15 @@ namespace cuda {
 class AllReduce;
 }
 
+// The most tokens a pass holds when CudaTuning::max_chunk_tokens is 0.
+inline constexpr int kMaxAutoChunkTokens = 5120;
+
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
   // Tokens per pass; bounds the activations. 0: about 4096 on a GPU with
   // >= 70 GiB, else about 2048, rounded so a global layer's prefill attention
-  // fills whole waves of the GPU (see AutoChunkTokens in cuda_backend.cc).
+  // fills whole waves of the GPU (see AutoChunkTokens in cuda_backend.cc);
+  // never more than BackendOptions::max_tokens_per_step when that is set.
   int max_chunk_tokens = 0;
   int decode_splits = 0;        // split-K partitions of decode attention; 0 = auto
   // Time the GEMV tilings per shape at start, and the cuBLASLt algorithms of

@@ -1,5 +1,6 @@
-# Subcommands attention, fp8, wgmma and profile of scripts/gpu.sh (sourced
-# after common.sh): kernel tests and kernel-level benchmarks.
+# Subcommands attention, fp8, wgmma, profile, prefill-profile and
+# decode-attention-profile of scripts/gpu.sh (sourced after common.sh): kernel
+# tests, kernel-level benchmarks and profiles.
 
 # The attention tests, then attention-bench --configs: every compiled prefill
 # configuration, D=512 global and D=256 sliding, at the given token counts,
@@ -153,6 +154,30 @@ wgmma_kernel() {
   grep -hE '^wgmma-fp8' "$out/wgmma_bench.log" "$out/wgmma_bench_lm_head.log" | sed -E 's/ +/ /g'
 }
 
+# Nsight Compute's raw CSV (gpu__time_duration.sum per kernel) summed per kernel name, longest
+# first: ms and launches per repeat (REPEATS: how many steps or passes the profile covered), share,
+# average us, name. Usage: ncu_kernel_table CSV REPEATS TOP
+ncu_kernel_table() {
+  python3 - "$@" <<'PY'
+import csv, collections, sys
+path, repeats, top = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+per = collections.defaultdict(lambda: [0.0, 0])
+rows = [line for line in open(path) if line.startswith('"')]  # not ncu's ==PROF== lines
+for r in csv.DictReader(rows):
+    try:
+        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
+    except (KeyError, ValueError):
+        continue  # the units row
+    name = r.get("Kernel Name", "?")
+    per[name][0] += ns
+    per[name][1] += 1
+total = sum(v[0] for v in per.values())
+for name, (ns, count) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]:
+    print(f"{ns / repeats / 1e6:8.3f} {100 * ns / max(total, 1):5.1f}% {count / repeats:6.0f} {ns / count / 1e3:9.1f}  {name[:110]}")
+print(f"sum {total / repeats / 1e6:.3f} ms per repeat over {sum(v[1] for v in per.values()) / repeats:.0f} launches")
+PY
+}
+
 # Where a batch-1 decode step's time goes:
 #   1. read-bw-bench   the HBM read ceiling (linear and the GEMV's 16-row pattern)
 #   2. gemma-bench     31B random weights ($WEIGHTS, default fp8), decode @512, under nsys when
@@ -177,23 +202,7 @@ cmd_profile() {
     grep -E 'read-bw' "$out/read_bw.log"
     grep -hE 'bench: depth' "$out/bench.log"
     echo "==== kernels of 2 decode steps, serialized (ms per step, share, launches per step, avg us, name)"
-    python3 - "$out/ncu_raw.csv" <<'PY'
-import csv, collections, sys
-per = collections.defaultdict(lambda: [0.0, 0])
-rows = [line for line in open(sys.argv[1]) if line.startswith('"')]  # not ncu's ==PROF== lines
-for r in csv.DictReader(rows):
-    try:
-        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
-    except (KeyError, ValueError):
-        continue  # the units row
-    name = r.get("Kernel Name", "?")
-    per[name][0] += ns
-    per[name][1] += 1
-total = sum(v[0] for v in per.values())
-for name, (ns, count) in sorted(per.items(), key=lambda kv: -kv[1][0])[:30]:
-    print(f"{ns / 2e6:7.3f} {100 * ns / max(total, 1):5.1f}% {count / 2:6.0f} {ns / count / 1e3:8.1f}  {name[:120]}")
-print(f"sum {total / 2e6:.3f} ms per step over {sum(v[1] for v in per.values()) // 2} launches")
-PY
+    ncu_kernel_table "$out/ncu_raw.csv" 2 30
     return
   fi
   bench+=(--decode-tokens 64)
@@ -233,30 +242,16 @@ cmd_prefill_profile() {
   [[ -n "$ncu" ]] || { echo "prefill-profile: no Nsight Compute (ncu) on this machine" >&2; return 1; }
   local bench=("$bundle/bin/gemma-bench" --config "$config_31b" --random-weights --weights "$weights" --skip-gemv
                --depths "$depth" --decode-tokens 2)
-  timeout 200 "${bench[@]}" > "$out/bench.log" 2>&1
-  timeout 400 "$ncu" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
-    --page raw --log-file "$out/ncu_prefill.csv" "${bench[@]}" --profile-prefill > "$out/ncu_bench.log" 2>&1
+  timeout 150 "${bench[@]}" > "$out/bench.log" 2>&1
+  local bench_rc=$?
+  timeout 300 "$ncu" --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+    --print-units base --page raw --log-file "$out/ncu_prefill.csv" "${bench[@]}" --profile-prefill \
+    > "$out/ncu_bench.log" 2>&1
   local rc=$?
-  echo "==== GPU: $(gpu_name); Nsight Compute: $ncu (rc $rc); $weights, prefill of $depth tokens"
+  echo "==== GPU: $(gpu_name); gemma-bench rc $bench_rc; Nsight Compute: $ncu (rc $rc); $weights, prefill of $depth tokens"
   grep -hE 'bench: depth|chunk' "$out/bench.log" | sed -E 's/^\[[^]]*\] //' | cut -c1-200
   echo "==== kernels of the prefill, serialized (ms, share, launches, avg us, name)"
-  python3 - "$out/ncu_prefill.csv" <<'PY'
-import csv, collections, sys
-per = collections.defaultdict(lambda: [0.0, 0])
-rows = [line for line in open(sys.argv[1]) if line.startswith('"')]  # not ncu's ==PROF== lines
-for r in csv.DictReader(rows):
-    try:
-        ns = float(r["gpu__time_duration.sum"].replace(",", ""))
-    except (KeyError, ValueError):
-        continue  # the units row
-    name = r.get("Kernel Name", "?")
-    per[name][0] += ns
-    per[name][1] += 1
-total = sum(v[0] for v in per.values())
-for name, (ns, count) in sorted(per.items(), key=lambda kv: -kv[1][0])[:20]:
-    print(f"{ns / 1e6:8.3f} {100 * ns / max(total, 1):5.1f}% {count:6d} {ns / count / 1e3:9.1f}  {name[:100]}")
-print(f"sum {total / 1e6:.3f} ms over {sum(v[1] for v in per.values())} launches")
-PY
+  ncu_kernel_table "$out/ncu_prefill.csv" 1 20
 }
 
 # Nsight Compute on two decode attention launches (graph nodes): the E4M3

@@ -154,8 +154,13 @@ absl::StatusOr<std::unique_ptr<Backend>> TensorParallelBackend::Create(const Bac
   std::unique_ptr<TensorParallelBackend> b(new TensorParallelBackend());
   b->config_ = config;
   for (int d : tp.devices) b->threads_.push_back(std::make_unique<RankThread>(d));
-  // The largest message: a full pass of hidden rows.
-  const int64_t max_tokens = std::max({tuning.max_chunk_tokens, options.max_tokens_per_step, 4096});
+  // The largest message: a full pass of hidden rows (each rank's backend
+  // picks its pass size; with none given, at most kMaxAutoChunkTokens) or a
+  // decode batch.
+  const int pass = tuning.max_chunk_tokens > 0       ? tuning.max_chunk_tokens
+                   : options.max_tokens_per_step > 0 ? std::min(options.max_tokens_per_step, kMaxAutoChunkTokens)
+                                                     : kMaxAutoChunkTokens;
+  const int64_t max_tokens = std::max({pass, options.max_slots, 4096});
   GEMMA_STATUS_RETURN_IF_ERROR(
       b->Communicators(tp.devices, max_tokens * config.hidden_size, tp.oneshot_max_bytes / 2));
   // Every rank starts at once: start-up runs passes (decode graphs, the

@@ -70,10 +70,11 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(17, 128, true, true);
   CheckResidualNorm(4, 5376, true, true, /*f32_branch=*/true);
   CheckResidualNorm(2, 8, true, true);
-  // Vectors per thread 1 (exactly), 2, 3 of 4, 8 (the largest hidden).
+  // Vectors per thread 1 (exactly), 2, 3 (2 and a part), 4, 8 (the largest hidden).
   CheckResidualNorm(3, 2048, true, true);
   CheckResidualNorm(2, 4096, true, true);
   CheckResidualNorm(2, 4104, true, false);
+  CheckResidualNorm(2, 8192, true, true);
   CheckResidualNorm(2, 16384, true, true);
   CheckResidualNorm(2, 16384, false, false);
   // From 256 tokens the kernel reads the weights where it uses them (three
@@ -82,6 +83,8 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(256, 5376, false, false);
   CheckResidualNorm(257, 5376, true, false, /*f32_branch=*/true);
   CheckResidualNorm(260, 4104, true, true);
+  CheckResidualNorm(256, 8192, true, true);
+  CheckResidualNorm(256, 6160, true, false);
   CheckResidualNorm(256, 16384, true, true);
   CheckResidualNorm(300, 8, true, true);
 }
