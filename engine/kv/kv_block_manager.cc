@@ -26,6 +26,16 @@ int KvBlockManager::FirstLiveSlidingBlock(int position) const {
   return std::max(0, position - config_.sliding_window + 1) / config_.block_size;
 }
 
+// The released sliding blocks (-1) are always a prefix of the table:
+// AcquirePrefix fills only from the first live block on, Reserve appends and
+// Commit releases from the front. So the first held one is found by bisection,
+// and a step costs O(log n), not O(n), at any context length.
+int KvBlockManager::FirstHeldSlidingBlock(const BlockTable& table) {
+  return static_cast<int>(std::partition_point(table.sliding.begin(), table.sliding.end(),
+                                               [](int32_t b) { return b < 0; }) -
+                          table.sliding.begin());
+}
+
 int KvBlockManager::AcquirePrefix(std::span<const int32_t> tokens, BlockTable* table) {
   const int B = config_.block_size;
   stats_.queries += tokens.size();
@@ -80,8 +90,7 @@ bool KvBlockManager::CanReserve(const BlockTable& table, int new_length) const {
 
 bool KvBlockManager::CanAdmit(const BlockTable& table, int length, int max_chunk_tokens) const {
   const int64_t new_blocks = std::max<int64_t>(0, NumBlocks(length) - static_cast<int64_t>(table.global.size()));
-  const int64_t held_sliding =
-      std::count_if(table.sliding.begin(), table.sliding.end(), [](int32_t b) { return b >= 0; });
+  const int64_t held_sliding = static_cast<int64_t>(table.sliding.size()) - FirstHeldSlidingBlock(table);
   const int64_t sliding = std::min(new_blocks, PeakNeed(length, max_chunk_tokens).sliding - held_sliding);
   return (!has_global() || global_.num_available() >= new_blocks) &&
          (!has_sliding() || sliding_.num_available() >= sliding);
@@ -107,8 +116,8 @@ void KvBlockManager::Commit(BlockTable* table, std::span<const int32_t> tokens, 
     if (has_sliding() && table->sliding[b] >= 0) sliding_.Register(table->sliding[b], h);
   }
   if (!has_sliding()) return;
-  for (int b = 0; b < FirstLiveSlidingBlock(length); ++b) {
-    if (table->sliding[b] < 0) continue;
+  const int first_live = std::min(FirstLiveSlidingBlock(length), static_cast<int>(table->sliding.size()));
+  for (int b = FirstHeldSlidingBlock(*table); b < first_live; ++b) {
     sliding_.Unref(table->sliding[b]);
     table->sliding[b] = -1;
   }

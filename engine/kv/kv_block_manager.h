@@ -90,6 +90,8 @@ class KvBlockManager {
   int64_t NumBlocks(int64_t length) const { return (length + config_.block_size - 1) / config_.block_size; }
   // First block a query at `position` reads on sliding layers.
   int FirstLiveSlidingBlock(int position) const;
+  // First sliding block the table still holds (the released ones before it).
+  static int FirstHeldSlidingBlock(const BlockTable& table);
   bool has_global() const { return config_.num_global_blocks > 0; }
   bool has_sliding() const { return config_.sliding_window > 0; }
 
