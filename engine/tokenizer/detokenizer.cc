@@ -33,8 +33,7 @@ void IncrementalDetokenizer::SetContext(std::span<const int32_t> context_ids) {
 }
 
 void IncrementalDetokenizer::MoveWindow() {
-  prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_);
-  prefix_text_ = DecodeRange(prefix_offset_, read_offset_);
+  prefix_offset_ = WindowStart(read_offset_ - std::min(read_offset_, kWindowTokens), read_offset_, &prefix_text_);
 }
 
 std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
@@ -42,26 +41,32 @@ std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const 
                             skip_special_tokens_);
 }
 
-size_t IncrementalDetokenizer::WindowStart(size_t start, size_t read) const {
+size_t IncrementalDetokenizer::WindowStart(size_t start, size_t read, std::string* text) const {
   // Bounded, so that a long run of skipped tokens costs O(1) per token.
   constexpr size_t kMaxLookBack = 64;
   const size_t floor = start - std::min(start, kMaxLookBack);
   while (start > floor && tokenizer_->IsByteToken(ids_[start])) --start;
-  if (start == floor || !DecodeRange(start, read).empty()) return start;
+  *text = DecodeRange(start, read);
+  if (start == floor || !text->empty()) return start;
   // The largest s in [floor, start) whose window [s, read) decodes to some
   // text, else floor. Tokens added in front never empty a decoded text, so
   // the empty windows are the ones starting past that s: bisection finds it
   // in ~6 decodes where a step-by-step scan took up to 64 (each of up to ~70
   // tokens) for every token of a run that decodes to nothing.
   size_t lo = floor, hi = start;  // [hi, read) decodes empty; lo is floor or not empty
+  bool have_lo_text = false;      // *text holds the decode of [lo, read)
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (DecodeRange(mid, read).empty()) {
+    std::string mid_text = DecodeRange(mid, read);
+    if (mid_text.empty()) {
       hi = mid;
     } else {
       lo = mid;
+      *text = std::move(mid_text);
+      have_lo_text = true;
     }
   }
+  if (!have_lo_text) *text = DecodeRange(lo, read);
   return lo;
 }
 

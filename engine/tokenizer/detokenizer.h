@@ -35,8 +35,9 @@ class IncrementalDetokenizer {
  private:
   std::string DecodeRange(size_t begin, size_t end) const;
   // Moves `start` back so that it does not cut a byte-fallback run and the
-  // window before `read` decodes to some text (when there is any before it).
-  size_t WindowStart(size_t start, size_t read) const;
+  // window before `read` decodes to some text (when there is any before it);
+  // *text: the decode of [returned start, read).
+  size_t WindowStart(size_t start, size_t read, std::string* text) const;
   // After read_offset_ moved: a new window start and its decoded prefix.
   void MoveWindow();
 
