@@ -86,9 +86,8 @@ int MaxQueryWidth(const ModelConfig& config) {
   return widest;
 }
 
-// Tokens per prefill pass: about 4096 on a GPU with at least 70 GiB (the
-// GPUs that hold the 31B; the same line as DefaultMaxTokensPerStep), about
-// 2048 on smaller ones. Longer passes leave fewer partial waves and per-pass
+// Tokens per prefill pass: about 4096 on a large GPU (OnLargeCudaDevice),
+// about 2048 on smaller ones. Longer passes leave fewer partial waves and per-pass
 // costs in the GEMMs (H200, 31B shape, prefill @8K, passes of 2112 / 4224:
 // bf16 8 969 / 9 215 tok/s, fp8 13 906 / 14 846, int4 13 796 / 14 570,
 // 2026-12-02); the activations they need come out of the KV pool.
@@ -98,16 +97,13 @@ int MaxQueryWidth(const ModelConfig& config) {
 // (132 SMs, 32 heads) that is 4224 tokens instead of 4096.
 int AutoChunkTokens(const ModelConfig& config) {
   constexpr int kTile = 64;
-  constexpr size_t kLargeGpuBytes = size_t{70} << 30;
   int device = 0, num_sms = 0;
-  size_t free_bytes = 0, total_bytes = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || num_sms <= 0 ||
-      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || num_sms <= 0) {
     cudaGetLastError();
     return 2048;
   }
-  const int base = total_bytes >= kLargeGpuBytes ? 4096 : 2048;
+  const int base = OnLargeCudaDevice() ? 4096 : 2048;
   static_assert(4096 + 4096 / 4 <= kMaxAutoChunkTokens);
   for (int chunk = base; chunk <= base + base / 4; chunk += kTile)
     if ((chunk / kTile) * config.num_heads % num_sms == 0) return chunk;
@@ -131,6 +127,15 @@ std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const c
 }
 
 }  // namespace
+
+bool OnLargeCudaDevice() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return total_bytes >= (size_t{70} << 30);
+}
 
 absl::Status CudaBackend::Impl::LoadWeights() {
   const WeightDType dtype = *options.weights;

@@ -28,6 +28,11 @@ class AllReduce;
 // The most tokens a pass holds when CudaTuning::max_chunk_tokens is 0.
 inline constexpr int kMaxAutoChunkTokens = 5120;
 
+// Whether the current CUDA device has at least 70 GiB (the GPUs that hold the
+// 31B: H100, H200): the line between the larger and smaller defaults of the
+// pass size and of the server's step budget.
+bool OnLargeCudaDevice();
+
 // Knobs of the CUDA backend beyond BackendOptions (benchmarks, debugging).
 struct CudaTuning {
   // Tokens per pass; bounds the activations. 0: about 4096 on a GPU with

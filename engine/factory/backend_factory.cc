@@ -50,12 +50,7 @@ int DefaultMaxTokensPerStep(const BackendOptions& options) {
   const bool cuda = options.backend == "cuda" || (options.backend == "auto" && CudaAvailable());
   if (!cuda) return 512;
 #ifdef GEMMA_HAVE_CUDA
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    cudaGetLastError();
-    return 2048;
-  }
-  return total_bytes >= (size_t{70} << 30) ? 8192 : 2048;
+  return OnLargeCudaDevice() ? 8192 : 2048;
 #else
   return 512;
 #endif

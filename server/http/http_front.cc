@@ -38,7 +38,9 @@ struct HttpFront::Impl {
   absl::Status SetUpTls();
   void Accept();
 
-  std::atomic<int> open_exchanges{0};  // the sessions' (options.session.open_exchanges)
+  // Replies under way in every session (SessionOptions::open_exchanges points
+  // here); Stop waits for it to reach 0.
+  std::atomic<int> open_exchanges{0};
   HttpFrontOptions options;
   OpenAiApi api;
   // Before io: the sessions destroyed with io's handlers use it.
