@@ -82,6 +82,9 @@ class ModelForward {
   // Split-K partitions of decode attention: fixed per batch size, so a
   // captured graph serves every depth.
   int DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const;
+  // Whether decode reads layer s's keys from its values
+  // (kernels::AttentionParams::keys_from_values; GEMMA_DECODE_KEYS_FROM_VALUES).
+  bool KeysFromValues(const LayerSpec& s) const;
   // The alternative decode build GEMMA_DECODE_ATTENTION names for this
   // head_dim and cache dtype (its index in kernels::DecodeVariants), or -1.
   int DecodeVariant(int head_dim, bool kv_fp8) const;
@@ -113,6 +116,7 @@ class ModelForward {
   std::map<std::pair<int, bool>, int> decode_variants_;  // (head_dim, kv_fp8) -> DecodeVariant
   float embed_scale_ = 1.0f;
   int num_sms_ = 1;
+  int max_context_ = 0;  // keys one sequence may hold (PoolPlan)
   int max_qkv_rows_ = 0;
   int max_q_width_ = 0;
 

@@ -63,6 +63,17 @@ struct AttentionParams {
   // V fragment is widened to bf16 in registers (exactly), so the math is the
   // bf16 kernels'.
   bool kv_fp8 = false;
+  // Keys from values (decode; prefill ignores it): the layer's values are
+  // its keys before the learned norm and RoPE (Gemma 4's global layers:
+  // k = rope(w * v)), so K's unrotated dims are w * V. Given w ([head_dim]
+  // fp32) and the rotated pairs (dims [0, rope_pairs) and [head_dim/2,
+  // head_dim/2 + rope_pairs)), decode reads only K's rotated dims and V:
+  // 5/8 of the bytes at head_dim 512 with 64 pairs. Only where the cache was
+  // written so (qkv_rope.h with k_eq_v). Run over a bf16 cache at head_dim
+  // 512 (a build of two blocks per multiprocessor, decode_default.h) with
+  // rope_pairs a multiple of 8 up to 64; elsewhere K is read whole.
+  const float* keys_from_values = nullptr;
+  int rope_pairs = 0;
 };
 
 // Prefill / mixed chunks: any q_len >= 1.
@@ -101,7 +112,8 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
 // Decode blocks of head_dim's kernel one multiprocessor holds: 1 for the bf16
 // cache; the E4M3 builds at head_dim >= 256 are sized for 2 (512) or 3 (256)
 // so that their shorter pipelines still keep HBM busy.
-int DecodeBlocksPerSm(int head_dim, bool kv_fp8);
+// keys_from_values: of the build a bf16 cache's keys-from-values launch runs.
+int DecodeBlocksPerSm(int head_dim, bool kv_fp8, bool keys_from_values = false);
 
 // Alternative decode builds (head_dims 256 and 512; benchmarks, tests and
 // GEMMA_DECODE_ATTENTION; the engine runs the default, one of them over an

@@ -63,11 +63,9 @@ __global__ void __launch_bounds__(kCombineThreads)
 }
 
 // Shared-memory limits, once per build and device (the limit belongs to a
-// device's context). One cache dtype's build only (a bf16 launch never
-// depends on the E4M3 one).
-std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_fp8) {
-  cudaError_t (*setup)() = kv_fp8 ? e.setup_fp8 : e.setup;
-  if (setup == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(head_dim);
+// device's context). The launched build's only (a bf16 launch never depends
+// on the E4M3 one).
+std::string SetUpDecode(cudaError_t (*setup)()) {
   static std::mutex mu;
   static std::map<std::pair<int, cudaError_t (*)()>, std::string> results;
   std::lock_guard<std::mutex> lock(mu);
@@ -82,8 +80,21 @@ std::string SetUpDecode(int head_dim, const attention::KernelEntry& e, bool kv_f
   return error;
 }
 
-// The split kernel `e` (its bf16 or E4M3 build), then the merge. REQUIRES:
-// params validated.
+// The build of `e` that serves params: E4M3, keys from values
+// (ServesKeysFromValues), or the plain bf16 one.
+struct DecodeBuild {
+  cudaError_t (*setup)();
+  void (*launch)(const attention::KernelParams&, dim3, cudaStream_t);
+  bool keys_from_values;
+};
+DecodeBuild PickBuild(const AttentionParams& params, const attention::KernelEntry& e) {
+  if (params.kv_fp8) return {e.setup_fp8, e.launch_fp8, false};
+  if (attention::ServesKeysFromValues(e, params)) return {e.setup_kfv, e.launch_kfv, true};
+  return {e.setup, e.launch, false};
+}
+
+// The split kernel `e` (the build PickBuild chooses), then the merge.
+// REQUIRES: params validated.
 std::string LaunchDecode(const AttentionParams& params, const attention::KernelEntry& e, void* workspace,
                          int num_splits, cudaStream_t stream) {
   if (num_splits < 1 || num_splits > kMaxSplits)
@@ -95,7 +106,11 @@ std::string LaunchDecode(const AttentionParams& params, const attention::KernelE
   if (!attention::DecodeBuildServesGroup(e, group))
     return "decode attention: build " + e.name + " serves at most 8 query heads per KV head, got " +
            std::to_string(group);
-  if (std::string err = SetUpDecode(params.head_dim, e, params.kv_fp8); !err.empty()) return err;
+  const DecodeBuild build = PickBuild(params, e);
+  if (build.launch == nullptr || build.setup == nullptr)
+    return "decode attention: build " + e.name + " has no " + (params.kv_fp8 ? "E4M3-cache" : "bf16-cache") +
+           " build for head_dim " + std::to_string(params.head_dim) + " here";
+  if (std::string err = SetUpDecode(build.setup); !err.empty()) return err;
 
   attention::KernelParams k = attention::ToKernelParams(params);
   k.heads_per_block = k.group;
@@ -103,9 +118,11 @@ std::string LaunchDecode(const AttentionParams& params, const attention::KernelE
   k.num_splits = num_splits;
   k.partial = static_cast<float*>(workspace);
   k.pdl = true;
-  const auto launch = params.kv_fp8 ? e.launch_fp8 : e.launch;
-  if (launch == nullptr) return "decode attention: no E4M3-cache build for head_dim " + std::to_string(params.head_dim);
-  launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
+  if (build.keys_from_values) {
+    k.kv_weight = params.keys_from_values;
+    k.rope_pairs = params.rope_pairs;
+  }
+  build.launch(k, dim3(params.num_kv_heads, num_splits, params.num_seqs), stream);
   if (std::string err = attention::LastLaunchError("decode attention"); !err.empty()) return err;
   if (num_splits == 1) return "";
   LaunchWithPdl(CombineSplitsKernel, dim3(params.num_heads, params.num_seqs), dim3(kCombineThreads), 0, stream,
@@ -129,8 +146,11 @@ int DecodeNumSplits(int num_seqs, int num_kv_heads, int num_sms, int blocks_per_
   return std::clamp(std::max(1, num_sms) * per_sm / blocks, 1, std::min(64 * per_sm, 128));
 }
 
-int DecodeBlocksPerSm(int head_dim, bool kv_fp8) {
-  if (!kv_fp8) return 1;
+int DecodeBlocksPerSm(int head_dim, bool kv_fp8, bool keys_from_values) {
+  if (!kv_fp8) {
+    const attention::KernelEntry* e = keys_from_values ? attention::KeysFromValuesDecodeDefault(head_dim) : nullptr;
+    return e != nullptr ? std::max(1, e->bf16_blocks_per_sm) : 1;
+  }
   // The split count for the 31B's groups (a larger group falls back to the
   // tile build, whose E4M3 blocks per multiprocessor differ: only speed).
   if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(head_dim, 8)) return std::max(1, e->fp8_blocks_per_sm);
@@ -145,6 +165,9 @@ std::string LaunchDecodeAttention(const AttentionParams& params, void* workspace
     const int group = params.num_heads / params.num_kv_heads;
     if (const attention::KernelEntry* e = attention::Fp8DecodeDefault(params.head_dim, group))
       return LaunchDecode(params, *e, workspace, num_splits, stream);
+  } else if (const attention::KernelEntry* e = attention::KeysFromValuesDecodeDefault(params.head_dim);
+             e != nullptr && attention::ServesKeysFromValues(*e, params)) {
+    return LaunchDecode(params, *e, workspace, num_splits, stream);
   }
   // A head_dim without an instance of its own runs the next one's padded build.
   const attention::KernelTable* own = attention::TableForHeadDim(params.head_dim);
@@ -171,8 +194,9 @@ std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* wo
 
 int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant) {
   const auto& table = attention::DecodeVariantTable(head_dim, kv_fp8);
-  if (!kv_fp8 || variant < 0 || variant >= static_cast<int>(table.size())) return 1;
-  return table[static_cast<size_t>(variant)].fp8_blocks_per_sm;
+  if (variant < 0 || variant >= static_cast<int>(table.size())) return 1;
+  const attention::KernelEntry& e = table[static_cast<size_t>(variant)];
+  return kv_fp8 ? e.fp8_blocks_per_sm : e.bf16_blocks_per_sm;
 }
 
 }  // namespace gemma::kernels

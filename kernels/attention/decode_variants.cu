@@ -17,23 +17,42 @@
 namespace gemma::kernels::attention {
 namespace {
 
+// A decode build's name: WD warps splitting head_dim, BN keys per tile,
+// STAGES deep, MINB blocks per multiprocessor.
+std::string DecodeName(int wd, int bn, int stages, int minb) {
+  return "w" + std::to_string(wd) + "n" + std::to_string(bn) + "s" + std::to_string(stages) + "b" +
+         std::to_string(minb);
+}
+
 // WD warps splitting head_dim, BN keys per tile, STAGES deep, MINB blocks
 // per multiprocessor (launch bounds, and the split count's block slots).
 template <int D, int WD, int BN, int STAGES, int MINB>
 KernelEntry Fp8Decode() {
   using S = TileShape<D, 1, WD, BN, STAGES, 1, 0, 1>;
   static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
-  KernelEntry e;
-  e.name = "w" + std::to_string(WD) + "n" + std::to_string(BN) + "s" + std::to_string(STAGES) + "b" +
-           std::to_string(MINB);
-  e.block_m = S::kBM;
-  e.block_n = BN;
-  e.warps = S::kWarps;
-  e.stages = STAGES;
-  e.d_split = WD;
-  e.threads = S::kThreads;
-  e.smem_bytes = S::kSmemBytes;
+  KernelEntry e = DescribeTile<S>(BN, STAGES, WD);
+  e.name = DecodeName(WD, BN, STAGES, MINB);
   AddFp8Build<D, 1, WD, BN, STAGES, 1, 0, MINB>(e);
+  return e;
+}
+
+// The tile kernel over a bf16 cache: its keys-from-values build, and the
+// plain one where MINB blocks of it fit a multiprocessor.
+template <int D, int WD, int BN, int STAGES, int MINB>
+KernelEntry Bf16Decode() {
+  using S = TileShape<D, 1, WD, BN, STAGES, 1, 0, 2>;
+  using Kfv = typename TileConfig<D, 1, WD, BN, STAGES, 1, 0, false, false, true>::S;
+  static_assert(MINB * (Kfv::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  KernelEntry e = DescribeTile<Kfv>(BN, STAGES, WD);  // the build it always has
+  e.name = DecodeName(WD, BN, STAGES, MINB);
+  if constexpr (MINB * (S::kSmemBytes + 1024) <= 228 * 1024) {
+    e.setup = &SetUpTile<D, 1, WD, BN, STAGES, 1, 0, false, MINB>;
+    e.launch = &LaunchTile<D, 1, WD, BN, STAGES, 1, 0, false, MINB>;
+  }
+  e.setup_kfv = &SetUpTile<D, 1, WD, BN, STAGES, 1, 0, false, MINB, false, true>;
+  e.launch_kfv = &LaunchTile<D, 1, WD, BN, STAGES, 1, 0, false, MINB, false, true>;
+  e.kfv_max_pairs = D / 8;
+  e.bf16_blocks_per_sm = MINB;
   return e;
 }
 
@@ -86,8 +105,10 @@ const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8) {
       KeyRows<256, 2, 3, 4, true>(),
       KeyRows<256, 4, 2, 3, true>(),
   };
-  // bf16: one block per multiprocessor is what the split count assumes.
+  // bf16: the key-rows builds are split as one block per multiprocessor,
+  // the tile build as its two (bf16_blocks_per_sm).
   static const std::vector<KernelEntry> bf16_512 = {
+      Bf16Decode<512, 4, 32, 2, 2>(),  // keys from values only: the default there
       KeyRows<512, 2, 3, 1, false>(),
       KeyRows<512, 2, 2, 1, false>(),
       KeyRows<512, 4, 3, 1, false, 2>(),
@@ -117,6 +138,26 @@ const KernelEntry* Fp8DecodeDefault(int head_dim, int group) {
     if (e.name == name) return &e;
   }
   return nullptr;
+}
+
+// attention-bench --batch-decode on the H200, µs per layer of the 31B's
+// global layer over a bf16 cache, the tile kernel's decode (33 splits at
+// batch 1) -> keys from values on w4n32s2b2 (compact K stages, two blocks
+// per multiprocessor, 66 splits): batch 1 @131 072 281.7 -> 234.9, @8 192
+// 30.2 -> 31.7, @512 11.6 -> 21.1; batch 64 @1 024 147.4 -> 119.3. The
+// same tiles reading K whole did not fit two blocks per multiprocessor;
+// w4n16s2b2, which does, took 259.4 @131 072.
+const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
+  if (head_dim != 512) return nullptr;
+  for (const KernelEntry& e : DecodeVariantTable(head_dim, false)) {
+    if (e.name == kKeysFromValuesDefault) return &e;
+  }
+  return nullptr;
+}
+
+bool ServesKeysFromValues(const KernelEntry& e, const AttentionParams& params) {
+  return !params.kv_fp8 && params.keys_from_values != nullptr && e.launch_kfv != nullptr &&
+         params.rope_pairs % 8 == 0 && params.rope_pairs <= e.kfv_max_pairs;
 }
 
 bool DecodeBuildServesGroup(const KernelEntry& e, int group) {

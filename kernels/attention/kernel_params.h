@@ -34,6 +34,12 @@ struct KernelParams {
   bool pdl = false;          // launched with programmatic dependent launch (decode)
   bool kv_fp8 = false;       // k / v hold E4M3 codes (unit scale): launch_fp8 instances only
   int head_dim = 0;          // of q, k, v, out: D, or below it for the padded builds
+  // Keys from values (the launch_kfv builds): K's dims outside the rotated
+  // ones ([0, rope_pairs) and [D/2, D/2 + rope_pairs)) equal kv_weight * V,
+  // so only the rotated dims of K are read and the rest of Q K^T is
+  // (kv_weight * Q) V^T. AttentionParams::keys_from_values says when.
+  const float* kv_weight = nullptr;  // [D] fp32
+  int rope_pairs = 0;                // a multiple of 8
 };
 
 // One compiled instance of the tile kernel.
@@ -41,15 +47,22 @@ struct KernelEntry {
   std::string name;          // e.g. "m64n32w8s2"
   int block_m, block_n, warps, stages, d_split;
   int threads, smem_bytes;
-  cudaError_t (*setup)();    // raises the dynamic shared-memory limit
-  void (*launch)(const KernelParams&, dim3 grid, cudaStream_t);
+  cudaError_t (*setup)() = nullptr;  // raises the dynamic shared-memory limit
+  void (*launch)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
   // The configuration's build over an E4M3 cache (kv_fp8); null where not
   // compiled (tile_instances.cuh says which). The decode entry's E4M3 build
   // at D >= 256 has its own stages and occupancy: the fields above describe
   // the bf16 build.
   cudaError_t (*setup_fp8)() = nullptr;
   void (*launch_fp8)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
-  int fp8_blocks_per_sm = 1;  // blocks of the E4M3 build one multiprocessor holds
+  int fp8_blocks_per_sm = 1;   // blocks of the E4M3 build one multiprocessor holds
+  int bf16_blocks_per_sm = 1;  // the same of the bf16 (and keys-from-values) builds
+  // The bf16-cache build that reads keys from values (KernelParams::kv_weight);
+  // null where not compiled. kfv_max_pairs: the most rotated pairs its
+  // key stages hold.
+  cudaError_t (*setup_kfv)() = nullptr;
+  void (*launch_kfv)(const KernelParams&, dim3 grid, cudaStream_t) = nullptr;
+  int kfv_max_pairs = 0;
 };
 
 struct KernelTable {

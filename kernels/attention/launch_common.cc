@@ -46,6 +46,9 @@ std::string ValidateParams(const AttentionParams& p, bool decode) {
                   std::to_string(static_cast<long>(p.window) + p.max_q_len - 1));
   }
   if (!std::isfinite(p.scale)) return fail("scale must be finite");
+  if (p.keys_from_values != nullptr && (p.rope_pairs < 0 || 2 * p.rope_pairs > p.head_dim))
+    return fail("keys_from_values needs rope_pairs in [0, head_dim / 2 = " + std::to_string(p.head_dim / 2) +
+                "], got " + std::to_string(p.rope_pairs));
   return "";
 }
 

@@ -23,9 +23,9 @@ struct TileCtx {
   float* max_s;                 // PX: [kBM][WD] row maxima, then row sums
   uint2* p_s;                   // PX: bf16 P over red_s
 
-  __device__ __forceinline__ unsigned char* k_stage(int stage) const { return kv_s + stage * C::S::kKvStageBytes; }
+  __device__ __forceinline__ unsigned char* k_stage(int stage) const { return kv_s + stage * C::S::kKStageBytes; }
   __device__ __forceinline__ unsigned char* v_stage(int stage) const {
-    return kv_s + (C::STAGES + stage) * C::S::kKvStageBytes;
+    return kv_s + C::STAGES * C::S::kKStageBytes + stage * C::S::kKvStageBytes;
   }
   // Row (within the block) of this thread's accumulator row h of m16 tile i:
   // lane / 4 and lane / 4 + 8 of the tile.

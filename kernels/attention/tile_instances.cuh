@@ -33,10 +33,11 @@ constexpr bool Fits() {
   return smem <= kMaxSmemBytes && 32 * WM * WD * (MR * D / WD / 2 + 96) <= 65536;
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false,
+          bool KFV = false>
 void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
-  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>;
+  using S = typename TileConfig<D, WM, WD, BN, STAGES, MR, PX, F8, PAD, KFV>::S;
+  constexpr auto kernel = AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD, KFV>;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, p);
     return;
@@ -44,11 +45,12 @@ void LaunchTile(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
 }
 
-template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false>
+template <int D, int WM, int WD, int BN, int STAGES, int MR, int PX, bool F8, int MINB = 1, bool PAD = false,
+          bool KFV = false>
 cudaError_t SetUpTile() {
-  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD>,
+  return cudaFuncSetAttribute(AttentionTileKernel<D, WM, WD, BN, STAGES, MR, PX, F8, MINB, PAD, KFV>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>::kSmemBytes);
+                              TileConfig<D, WM, WD, BN, STAGES, MR, PX, F8, PAD, KFV>::S::kSmemBytes);
 }
 
 // Gives `e` an E4M3-cache build (launch_fp8) of this configuration; MINB:
@@ -58,6 +60,20 @@ void AddFp8Build(KernelEntry& e) {
   e.setup_fp8 = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
   e.launch_fp8 = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, true, MINB, PAD>;
   e.fp8_blocks_per_sm = MINB;
+}
+
+// An entry's shape fields (S: the TileShape of the build they describe).
+template <class S>
+KernelEntry DescribeTile(int block_n, int stages, int d_split) {
+  KernelEntry e;
+  e.block_m = S::kBM;
+  e.block_n = block_n;
+  e.warps = S::kWarps;
+  e.stages = stages;
+  e.d_split = d_split;
+  e.threads = S::kThreads;
+  e.smem_bytes = S::kSmemBytes;
+  return e;
 }
 
 // kFp8Too: also an E4M3-cache build of the same configuration; only the
@@ -70,18 +86,11 @@ template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, boo
           bool PAD = false>
 KernelEntry MakeEntry() {
   using S = TileShape<D, WM, WD, BN, STAGES, MR, PX>;
-  KernelEntry e;
+  KernelEntry e = DescribeTile<S>(BN, STAGES, WD);
   e.name = "m" + std::to_string(S::kBM) + "n" + std::to_string(BN) + "w" +
            std::to_string(S::kWarps) + "s" + std::to_string(STAGES) + "d" + std::to_string(WD) +
            (MR > 1 ? "r" + std::to_string(MR) : "") + (PX == 1 ? "p" : PX == 2 ? "pl" : "") +
            (PAD ? "-pad" : "");
-  e.block_m = S::kBM;
-  e.block_n = BN;
-  e.warps = S::kWarps;
-  e.stages = STAGES;
-  e.d_split = WD;
-  e.threads = S::kThreads;
-  e.smem_bytes = S::kSmemBytes;
   e.setup = &SetUpTile<D, WM, WD, BN, STAGES, MR, PX, false, 1, PAD>;
   e.launch = &LaunchTile<D, WM, WD, BN, STAGES, MR, PX, false, 1, PAD>;
   if constexpr (kFp8Too) AddFp8Build<D, WM, WD, BN, STAGES, MR, PX>(e);

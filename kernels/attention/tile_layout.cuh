@@ -16,8 +16,10 @@
 
 namespace gemma::kernels::attention {
 
-// KVB: bytes per cached K / V element (2: bf16, 1: E4M3).
-template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int KVB = 2>
+// KVB: bytes per cached K / V element (2: bf16, 1: E4M3). KD: head_dim
+// columns a K stage holds (D; the keys-from-values builds hold only the
+// rotated ones, TileConfig::kKeyDims).
+template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, int KVB = 2, int KD = D>
 struct TileShape {
   static constexpr int kWarps = WM * WD;
   static constexpr int kThreads = 32 * kWarps;
@@ -31,11 +33,12 @@ struct TileShape {
   // Q fragments stay in registers when they fit next to the accumulator.
   static constexpr bool kQInRegs = MR * kDW / 4 + kAccFloats <= 128;
   static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kKvStageBytes = BN * D * KVB;
+  static constexpr int kKvStageBytes = BN * D * KVB;  // a V stage (and a K stage, KD = D)
+  static constexpr int kKStageBytes = BN * KD * KVB;
   // WD > 1: the WD partial S tiles; with PX also WD x kBM floats of row maxima
   // (then row sums), and the bf16 P tile reuses the partials' space.
   static constexpr int kRedBytes = WD > 1 ? WD * kBM * BN * 4 + (PX != 0 ? WD * kBM * 4 : 0) : 0;
-  static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kKvStageBytes + kRedBytes;
+  static constexpr int kSmemBytes = kQBytes + STAGES * (kKStageBytes + kKvStageBytes) + kRedBytes;
   // n8 tiles of S whose softmax a warp computes: all, or (PX) its 1 / WD share.
   static constexpr int kOwnTiles = PX ? BN / 8 / WD : BN / 8;
   static_assert(kDW % 16 == 0 && BN % 16 == 0 && STAGES >= 2, "bad tile");
@@ -152,11 +155,15 @@ __device__ __forceinline__ bool SetUpBlock(const KernelParams& p, BlockRange& b)
 // AttentionTileKernel describes. The cache dtype's differences that are
 // only sizes and layouts live here; the fragment code of the two dtypes is
 // separate (tile_stages.cuh).
-template <int D_, int WM_, int WD_, int BN_, int STAGES_, int MR_, int PX_, bool F8_, bool PAD_>
+// KFV: keys from values (KernelParams::kv_weight; whole head_dim rows).
+template <int D_, int WM_, int WD_, int BN_, int STAGES_, int MR_, int PX_, bool F8_, bool PAD_, bool KFV_ = false>
 struct TileConfig {
   static constexpr int D = D_, WM = WM_, WD = WD_, BN = BN_, STAGES = STAGES_, MR = MR_, PX = PX_;
-  static constexpr bool F8 = F8_, PAD = PAD_;
-  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2>;
+  static constexpr bool F8 = F8_, PAD = PAD_, KFV = KFV_;
+  // KFV: a K stage holds the rotated dims only, D / 8 pairs at most, the
+  // first half's in columns [0, kKeyDims / 2), the second's above.
+  static constexpr int kKeyDims = KFV ? D / 4 : D;
+  using S = TileShape<D, WM, WD, BN, STAGES, MR, PX, F8 ? 1 : 2, kKeyDims>;
   static constexpr int kBM = S::kBM, kDW = S::kDW, kWR = S::kWarpRows, kThreads = S::kThreads;
   static constexpr int kNT = BN / 8;  // n8 tiles of S
   static constexpr int kOwn = S::kOwnTiles;
@@ -168,6 +175,16 @@ struct TileConfig {
   static constexpr int kKvRowStep = kThreads / kKvChunks;
   static_assert(kThreads % kKvChunks == 0, "a pass must cover whole rows");
   static_assert(!F8 || (PX == 0 && BN % 32 == 0 && kDW % 32 == 0), "E4M3 fragments: 32 keys / dims per ldmatrix");
+  static_assert(!KFV || (!PAD && !F8 && kKeyDims % 16 == 0), "keys from values: bf16, whole head_dim rows");
+  // KFV: the K stage column of rotated 8-dim chunk c.
+  static __device__ __forceinline__ int KeyChunk(int c) {
+    return c < D / 16 ? c : c - D / 16 + kKeyDims / 16;
+  }
+
+  // KFV: whether dim d is one RoPE rotates (K's own value is read there).
+  static __device__ __forceinline__ bool Rotated(int d, int rope_pairs) {
+    return d < rope_pairs || (d >= D / 2 && d < D / 2 + rope_pairs);
+  }
 
   // Byte offset of chunk c of row r in a K / V stage (RawOffset layout for
   // E4M3 tiles, TileOffset for bf16).

@@ -43,6 +43,8 @@ struct KvLoader {
   const TileCtx<C>& c;
   int col, row0;                // this thread's chunk column and first row
   bool col_in;                  // PAD: the chunk column lies inside head_dim
+  bool k_col;                   // K's chunk column is read (KFV: only rotated dims)
+  int k_chunk;                  // its column in the K stage
   int64_t pos_stride;           // elements per cache index
   const __nv_bfloat16* k_base;  // bf16 cache
   const __nv_bfloat16* v_base;
@@ -56,6 +58,8 @@ struct KvLoader {
     col = c.tid % C::kKvChunks;
     row0 = c.tid / C::kKvChunks;
     col_in = !C::PAD || col * C::kChunkElems < c.hd;
+    k_col = !C::KFV || C::Rotated(col * C::kChunkElems, p.rope_pairs);
+    k_chunk = C::KFV ? C::KeyChunk(col) : col;
     pos_stride = (int64_t)p.num_kv_heads * c.hd;
     const int64_t base = ((int64_t)c.b.slot * p.capacity * p.num_kv_heads + c.b.kv_head) * c.hd + col * C::kChunkElems;
     k_base = p.k + base;
@@ -73,7 +77,11 @@ struct KvLoader {
       CpAsync16(ks + dst, k8_base + off, valid);
       CpAsync16(vs + dst, v8_base + off, valid);
     } else {
-      CpAsync16(ks + dst, k_base + off, valid);
+      if constexpr (C::KFV) {
+        if (k_col) CpAsync16(ks + 2 * TileOffset<C::kKeyDims>(r, k_chunk), k_base + off, valid);
+      } else {
+        CpAsync16(ks + dst, k_base + off, valid);
+      }
       CpAsync16(vs + dst, v_base + off, valid);
     }
   }
@@ -142,6 +150,33 @@ __device__ __forceinline__ void LoadQFrag(const TileCtx<C>& c, int i, int ks, ui
   LdMatrixX4(SmemAddr(c.q_s + TileOffset<C::D>(r, col)), a);
 }
 
+// KFV: Q's unrotated columns of fragment (this warp, 16 dims ks) times
+// kv_weight as two bf16 terms, a (rounded) + rest (what the rounding left
+// out; zero in rotated columns). The sum of the two MMAs then matches Q K^T
+// over K = bf16(kv_weight * V) as closely as the plain kernel's one does.
+// A fragment register holds columns 2 (lane % 4) + {0, 1} (registers 0, 1)
+// and + 8 (registers 2, 3).
+template <class C>
+__device__ __forceinline__ void FoldKeyWeight(const TileCtx<C>& c, int ks, uint32_t (&a)[4], uint32_t (&rest)[4]) {
+  const int d0 = c.wd * C::kDW + ks * 16 + 2 * (c.lane & 3);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int d = d0 + 8 * half;
+    rest[2 * half] = rest[2 * half + 1] = 0u;
+    if (C::Rotated(d, c.p.rope_pairs)) continue;  // pairs never straddle: rope_pairs is even
+    const float2 w = make_float2(__ldg(c.p.kv_weight + d), __ldg(c.p.kv_weight + d + 1));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[2 * half + r]));
+      const float2 y = make_float2(x.x * w.x, x.y * w.y);
+      const uint32_t hi = PackBf16(y.x, y.y);
+      const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&hi));
+      a[2 * half + r] = hi;
+      rest[2 * half + r] = PackBf16(y.x - h.x, y.y - h.y);
+    }
+  }
+}
+
 // Keys outside [valid_lo, valid_hi) were read only in length-unaware mode
 // and may hold anything (NaN): their V rows must be zero, since 0 * NaN
 // would poison the P V product.
@@ -160,10 +195,13 @@ __device__ __forceinline__ void ZeroStaleV(const TileCtx<C>& c, int stage, int u
 
 // S = Q K^T over this warp's head_dim columns; each K fragment feeds the
 // warp's MR row tiles. E4M3: one ldmatrix gives 32 keys (register j: keys
-// 8j..8j+7) x 16 dims, already in the permuted fragment order.
-template <class C>
-__device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned char* k_tile,
-                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], float (&s)[C::MR][C::kNT][4]) {
+// 8j..8j+7) x 16 dims, already in the permuted fragment order. KFV: each
+// lane's ldmatrix row address is in the V tile where its 8 dims are not
+// rotated (Q holds kv_weight there).
+template <class C, class Rest>
+__device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned char* k_tile, const unsigned char* v_tile,
+                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], const Rest& q_rest,
+                                         float (&s)[C::MR][C::kNT][4]) {
   constexpr int MR = C::MR, D = C::D, kDW = C::kDW;
   constexpr bool kQInRegs = C::S::kQInRegs;
   const int lane = c.lane;
@@ -194,18 +232,32 @@ __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned cha
         }
       }
     } else {
-      const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(k_tile);
+      const int col = (c.wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
+      // This lane's ldmatrix row address: K's stage, or (KFV, unrotated) V's.
+      bool from_k = true, any_v = false;  // any_v: some lane of the warp reads V (warp-uniform)
+      if constexpr (C::KFV) {
+        from_k = C::Rotated(col * 8, c.p.rope_pairs);
+        const int d = c.wd * kDW + ks * 16;
+        any_v = !C::Rotated(d, c.p.rope_pairs) || !C::Rotated(d + 8, c.p.rope_pairs);
+      }
+      const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(from_k ? k_tile : v_tile);
 #pragma unroll
       for (int n2 = 0; n2 < C::BN / 16; ++n2) {
         uint32_t bk[4];
         const int r = n2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int col = (c.wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
-        LdMatrixX4(SmemAddr(ks_s + TileOffset<D>(r, col)), bk);
+        const int offset = C::KFV && from_k ? TileOffset<C::kKeyDims>(r, C::KeyChunk(col)) : TileOffset<D>(r, col);
+        LdMatrixX4(SmemAddr(ks_s + offset), bk);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
           const uint32_t(&a)[4] = kQInRegs ? q_frag[i][kQInRegs ? ks : 0] : a_tmp[i];
           Mma16816(s[i][2 * n2], a, bk[0], bk[1]);
           Mma16816(s[i][2 * n2 + 1], a, bk[2], bk[3]);
+          if constexpr (C::KFV) {
+            if (any_v) {
+              Mma16816(s[i][2 * n2], q_rest[i][ks], bk[0], bk[1]);
+              Mma16816(s[i][2 * n2 + 1], q_rest[i][ks], bk[2], bk[3]);
+            }
+          }
         }
       }
     }

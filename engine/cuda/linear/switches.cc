@@ -38,7 +38,7 @@ std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY",
-          "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION"};
+          "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -64,6 +64,16 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
   s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
+  if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
+    const std::string v(env);
+    if (v == "0") {
+      s.decode_keys_from_values = KeysFromValues::kOff;
+    } else if (v == "1") {
+      s.decode_keys_from_values = KeysFromValues::kOn;
+    } else if (v != "auto") {
+      spdlog::warn("GEMMA_DECODE_KEYS_FROM_VALUES='{}' is not one of auto, 0, 1: auto", v);
+    }
+  }
   if (const char* env = std::getenv("GEMMA_DECODE_ATTENTION"); env != nullptr) s.decode_attention = env;
   return s;
 }

@@ -66,6 +66,15 @@ struct TuningSwitches {
   // attention candidates out of the prefill tables (A/B runs against the
   // tile kernel).
   bool prefill_wgmma = true;
+  // GEMMA_DECODE_KEYS_FROM_VALUES (default auto): decode over a bf16 cache
+  // reads only the rotated dims of a k_eq_v layer's keys and takes the rest
+  // from its values (kernels/attention/attention.h, keys_from_values;
+  // head_dim 512). auto: when a sequence may hold kLongContextKeys or more
+  // (its build splits a sequence's keys twice as finely, which costs at
+  // short depths at batch 1); 1: always; 0: never.
+  static constexpr int kLongContextKeys = 32768;
+  enum class KeysFromValues { kAuto, kOn, kOff };
+  KeysFromValues decode_keys_from_values = KeysFromValues::kAuto;
   // GEMMA_DECODE_ATTENTION (default empty: the default builds): names of
   // alternative decode attention builds (kernels::DecodeVariants, e.g.
   // "kr-w2s3b2,kr-w2s3b4"), comma-separated; each head_dim and cache dtype

@@ -46,6 +46,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.int4_bf16_copy);
   EXPECT_TRUE(s.int4_fp8_copy);
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
+  EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
 TEST(TuningSwitches, ParsesEverySwitch) {
@@ -62,6 +63,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_INT4_BF16_COPY", "0", 1);
   setenv("GEMMA_INT4_FP8_COPY", "0", 1);
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
+  setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
   EXPECT_EQ(s.autotune_cache, "/tmp/tuning-switches-test.txt");
@@ -75,11 +77,16 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.int4_bf16_copy);
   EXPECT_FALSE(s.int4_fp8_copy);
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
+  EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
+  setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "1", 1);
   const TuningSwitches t = TuningSwitches::FromEnv();
   EXPECT_EQ(t.fp8_wgmma, WgmmaPreference::kOff);
   EXPECT_EQ(t.fp8_wgmma_max_m, kWgmmaFp8MaxM);
+  EXPECT_EQ(t.decode_keys_from_values, TuningSwitches::KeysFromValues::kOn);
+  setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "sometimes", 1);  // not a value: auto
+  EXPECT_EQ(TuningSwitches::FromEnv().decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
   UnsetAll();
 }
 

@@ -22,6 +22,10 @@ DeviceBuffer Upload(const std::vector<T>& host) {
   return d;
 }
 
+bool RotatedDim(int d, int head_dim, int rope_pairs) {
+  return d < rope_pairs || (d >= head_dim / 2 && d < head_dim / 2 + rope_pairs);
+}
+
 }  // namespace
 
 AttentionProblem::AttentionProblem(const AttentionCase& c) : c_(c) {
@@ -38,6 +42,22 @@ AttentionProblem::AttentionProblem(const AttentionCase& c) : c_(c) {
     for (auto* kv : {&k_, &v_}) {
       for (uint16_t& x : *kv) x = FloatToBf16(float(__nv_fp8_e4m3(Bf16ToFloat(x))));
     }
+  }
+  if (c.keys_from_values_pairs >= 0) {
+    // E4M3 values: powers of two, so that w * V is one too.
+    std::uniform_real_distribution<float> wdist(0.25f, 2.0f);
+    std::uniform_int_distribution<int> pow2(0, 2);
+    std::vector<float> w(c.head_dim);
+    for (float& x : w) x = c.e4m3_values ? static_cast<float>(1 << pow2(rng)) : wdist(rng);
+    for (size_t row = 0; row < k_.size() / c.head_dim; ++row) {
+      for (int d = 0; d < c.head_dim; ++d) {
+        if (RotatedDim(d, c.head_dim, c.keys_from_values_pairs)) continue;
+        const size_t e = row * c.head_dim + d;
+        k_[e] = FloatToBf16(w[d] * Bf16ToFloat(v_[e]));
+      }
+    }
+    d_kv_weight_ = Upload(w);
+    kv_weight_ = std::move(w);
   }
   if (c.poison_unused_cache) {
     // Mark every cache index some sequence reads as live; the rest is NaN.
@@ -158,6 +178,32 @@ AttentionParams AttentionProblem::Fp8(const AttentionParams& p) {
   return f;
 }
 
+AttentionParams AttentionProblem::KeysFromValues(const AttentionParams& p, bool poison_unrotated_keys) {
+  EXPECT_GE(c_.keys_from_values_pairs, 0) << "the case has no keys_from_values_pairs";
+  AttentionParams f = p;
+  f.keys_from_values = d_kv_weight_.as<float>();
+  f.rope_pairs = c_.keys_from_values_pairs;
+  if (!poison_unrotated_keys) return f;
+  const size_t rows = p.block_tables != nullptr ? static_cast<size_t>(p.num_blocks) * p.block_size
+                                                : static_cast<size_t>(p.num_slots) * p.capacity;
+  const size_t n = rows * p.num_kv_heads * p.head_dim;
+  auto poison = [&](auto nan) {  // bf16 0x7fc0 or E4M3 0x7f
+    std::vector<decltype(nan)> host(n);
+    cudaMemcpy(host.data(), p.k_cache, n * sizeof(nan), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; ++i) {
+      if (!RotatedDim(static_cast<int>(i % p.head_dim), p.head_dim, f.rope_pairs)) host[i] = nan;
+    }
+    d_k_poisoned_ = Upload(host);
+  };
+  if (p.kv_fp8) {
+    poison(uint8_t{0x7f});
+  } else {
+    poison(uint16_t{0x7fc0});
+  }
+  f.k_cache = d_k_poisoned_.as<void>();
+  return f;
+}
+
 cudaError_t AttentionProblem::Poison() const {
   return cudaMemset(d_out_.as<void>(), 0xff, d_out_.bytes());  // bf16 0xffff is NaN
 }
@@ -199,7 +245,12 @@ std::vector<double> AttentionProblem::Reference() const {
         for (int u = lo; u <= t; ++u) {
           const size_t kr = CacheIndex(c_.slots[i], c_.ring ? u % c_.capacity : u, h / group);
           double s = 0;
-          for (int d = 0; d < D; ++d) s += qf[d] * Bf16ToFloat(k_[kr + d]);
+          for (int d = 0; d < D; ++d) {
+            // A k_eq_v cache: the math's key is w * V, of which K holds the
+            // bf16 rounding in its unrotated dims.
+            const bool from_v = !kv_weight_.empty() && !RotatedDim(d, D, c_.keys_from_values_pairs);
+            s += qf[d] * (from_v ? double(kv_weight_[d]) * Bf16ToFloat(v_[kr + d]) : Bf16ToFloat(k_[kr + d]));
+          }
           scores[u - lo] = s;  // scale 1.0
           mx = std::max(mx, s);
         }

@@ -82,6 +82,10 @@ struct AttentionCase {
   // exists as E4M3 codes (AttentionProblem::Fp8), and an fp8-cache kernel
   // must compute the very bits of the bf16 one.
   bool e4m3_values = false;
+  // >= 0: the cache of a k_eq_v layer with this many rotated pairs: K's
+  // unrotated dims are bf16(w * V) for a random weight w (with e4m3_values:
+  // powers of two, so exact) (AttentionProblem::KeysFromValues).
+  int keys_from_values_pairs = -1;
   uint32_t seed = 1;
 };
 
@@ -113,10 +117,16 @@ class AttentionProblem {
   // `p` (Params() or PagedParams()) reading an E4M3 copy of its K / V
   // buffers (kv_fp8). Needs e4m3_values, so that the copy is exact.
   AttentionParams Fp8(const AttentionParams& p);
+  // `p` with keys_from_values set (needs keys_from_values_pairs >= 0) and,
+  // with poison_unrotated_keys, reading a copy of its K buffer whose
+  // unrotated dims are all NaN (what a kernel that reads only K's rotated
+  // dims never sees); `p` may be an Fp8() view.
+  AttentionParams KeysFromValues(const AttentionParams& p, bool poison_unrotated_keys);
   cudaError_t Poison() const;
   // out as floats; NaN where the kernel did not write.
   std::vector<float> Output() const;
-  // float64 reference, [num_tokens, num_heads, head_dim].
+  // float64 reference, [num_tokens, num_heads, head_dim] (keys_from_values_pairs
+  // >= 0: keys w * V in the unrotated dims, exactly).
   std::vector<double> Reference() const;
   int num_tokens() const { return offsets_.back(); }
 
@@ -135,6 +145,8 @@ class AttentionProblem {
   DeviceBuffer d_q_, d_out_, d_k_, d_v_, d_slot_, d_offsets_, d_pos0_;
   DeviceBuffer d_paged_k_, d_paged_v_, d_tables_, d_table_offsets_;
   DeviceBuffer d_k8_, d_v8_;
+  std::vector<float> kv_weight_;  // keys_from_values_pairs >= 0
+  DeviceBuffer d_kv_weight_, d_k_poisoned_;
 };
 
 struct ErrorReport {
