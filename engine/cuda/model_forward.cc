@@ -51,6 +51,13 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
         for (const std::string& name : wanted) {  // the first of the list this head_dim has
           const auto it = std::find(names.begin(), names.end(), name);
           if (it == names.end()) continue;
+          if (!kernels::DecodeVariantServes(s.head_dim, fp8, static_cast<int>(it - names.begin()),
+                                            !fp8 && r->KeysFromValues(s))) {
+            spdlog::warn("cuda: GEMMA_DECODE_ATTENTION: {} has no build for head_dim {} here ({}{})", name,
+                         s.head_dim, fp8 ? "E4M3 cache" : "bf16 cache",
+                         fp8 || r->KeysFromValues(s) ? "" : ", keys read whole");
+            continue;
+          }
           r->decode_variants_[{s.head_dim, fp8}] = static_cast<int>(it - names.begin());
           break;
         }

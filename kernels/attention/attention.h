@@ -124,5 +124,9 @@ std::vector<std::string> DecodeVariants(int head_dim, bool kv_fp8);
 std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* workspace, int num_splits, int variant,
                                          cudaStream_t stream);
 int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant);
+// Whether that variant has a build for the cache dtype and, over a bf16
+// cache, for the keys read whole or from values (some tile builds exist only
+// in the keys-from-values form; the others read K whole when asked for it).
+bool DecodeVariantServes(int head_dim, bool kv_fp8, int variant, bool keys_from_values);
 
 }  // namespace gemma::kernels

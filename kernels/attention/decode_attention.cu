@@ -192,6 +192,14 @@ std::string LaunchDecodeAttentionVariant(const AttentionParams& params, void* wo
   return LaunchDecode(params, table[static_cast<size_t>(variant)], workspace, num_splits, stream);
 }
 
+bool DecodeVariantServes(int head_dim, bool kv_fp8, int variant, bool keys_from_values) {
+  const auto& table = attention::DecodeVariantTable(head_dim, kv_fp8);
+  if (variant < 0 || variant >= static_cast<int>(table.size())) return false;
+  const attention::KernelEntry& e = table[static_cast<size_t>(variant)];
+  if (kv_fp8) return e.launch_fp8 != nullptr;
+  return e.launch != nullptr || (keys_from_values && e.launch_kfv != nullptr);
+}
+
 int DecodeVariantBlocksPerSm(int head_dim, bool kv_fp8, int variant) {
   const auto& table = attention::DecodeVariantTable(head_dim, kv_fp8);
   if (variant < 0 || variant >= static_cast<int>(table.size())) return 1;

@@ -3,7 +3,10 @@
 // wrap, length-unaware mode, and a captured graph replayed at other depths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "kernels/attention/attention.h"
 #include "tests/kernels/attention/attention_case.h"
@@ -58,6 +61,27 @@ TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
   EXPECT_EQ(DecodeNumSplits(1, 1, 132, 4), 128);
   EXPECT_EQ(DecodeNumSplits(1, 1, 132), 64);
   EXPECT_EQ(DecodeNumSplits(1, 2, 132), 64);
+}
+
+// The keys-from-values tile build exists only in that form: a bf16 launch
+// reading K whole has no build of it; the key-rows builds serve both ways
+// (reading K whole); out of range serves nothing.
+TEST(DecodeVariantServes, KeysFromValuesOnlyBuilds) {
+  const std::vector<std::string> names = DecodeVariants(512, /*kv_fp8=*/false);
+  const auto kfv = std::find(names.begin(), names.end(), "w4n32s2b2");
+  ASSERT_NE(kfv, names.end());
+  const int v = static_cast<int>(kfv - names.begin());
+  EXPECT_TRUE(DecodeVariantServes(512, false, v, /*keys_from_values=*/true));
+  EXPECT_FALSE(DecodeVariantServes(512, false, v, /*keys_from_values=*/false));
+  EXPECT_EQ(DecodeVariantBlocksPerSm(512, false, v), 2);
+  const auto kr = std::find(names.begin(), names.end(), "kr2-w4s3b1");
+  ASSERT_NE(kr, names.end());
+  EXPECT_TRUE(DecodeVariantServes(512, false, static_cast<int>(kr - names.begin()), false));
+  EXPECT_TRUE(DecodeVariantServes(512, false, static_cast<int>(kr - names.begin()), true));
+  EXPECT_FALSE(DecodeVariantServes(512, false, static_cast<int>(names.size()), false));
+  EXPECT_TRUE(DecodeVariantServes(512, true, 0, false));
+  EXPECT_EQ(DecodeBlocksPerSm(512, false, /*keys_from_values=*/true), 2);
+  EXPECT_EQ(DecodeBlocksPerSm(256, false, /*keys_from_values=*/true), 1);  // no such build at 256
 }
 
 TEST_F(DecodeAttentionTest, Global31BGqa8) {
