@@ -152,8 +152,9 @@ __device__ __forceinline__ void LoadQFrag(const TileCtx<C>& c, int i, int ks, ui
 
 // KFV: Q's unrotated columns of fragment (this warp, 16 dims ks) times
 // kv_weight as two bf16 terms, a (rounded) + rest (what the rounding left
-// out; zero in rotated columns). The sum of the two MMAs then matches Q K^T
-// over K = bf16(kv_weight * V) as closely as the plain kernel's one does.
+// out; zero in rotated columns). The two MMAs' sum is then Q (kv_weight *
+// V)^T with V's own bf16 rounding only, as close to the math as the plain
+// kernel reading K = bf16(kv_weight * rms0(k)) (one rounding each).
 // A fragment register holds columns 2 (lane % 4) + {0, 1} (registers 0, 1)
 // and + 8 (registers 2, 3).
 template <class C>
