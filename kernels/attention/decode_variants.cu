@@ -148,11 +148,14 @@ const KernelEntry* Fp8DecodeDefault(int head_dim, int group) {
 // same tiles reading K whole did not fit two blocks per multiprocessor;
 // w4n16s2b2, which does, took 259.4 @131 072.
 const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
-  if (head_dim != 512) return nullptr;
-  for (const KernelEntry& e : DecodeVariantTable(head_dim, false)) {
-    if (e.name == kKeysFromValuesDefault) return &e;
-  }
-  return nullptr;
+  // Looked up once: decode launches and split counts ask for it per layer.
+  static const KernelEntry* const entry = []() -> const KernelEntry* {
+    for (const KernelEntry& e : DecodeVariantTable(512, false)) {
+      if (e.name == kKeysFromValuesDefault) return &e;
+    }
+    return nullptr;
+  }();
+  return head_dim == 512 ? entry : nullptr;
 }
 
 bool ServesKeysFromValues(const KernelEntry& e, const AttentionParams& params) {

@@ -38,8 +38,9 @@ struct HttpFront::Impl {
   absl::Status SetUpTls();
   void Accept();
 
-  // Replies under way in every session (SessionOptions::open_exchanges points
-  // here); Stop waits for it to reach 0.
+  // Replies under way across all sessions (each session's
+  // SessionOptions::open_exchanges points here); Stop waits, up to its
+  // deadline, for it to reach 0.
   std::atomic<int> open_exchanges{0};
   HttpFrontOptions options;
   OpenAiApi api;

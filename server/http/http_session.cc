@@ -35,7 +35,7 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
   template <class... Args>
   Session(const SessionOptions& options, const RequestHandler* handler, Args&&... args)
       : stream_(std::forward<Args>(args)...), options_(options), handler_(handler) {}
-  ~Session() override { EndExchange(); }  // a session gone mid-reply no longer counts as open
+  ~Session() override { EndExchange(); }  // a session destroyed mid-reply is not waited for by Stop
 
   void Run() {
     if constexpr (kTls) {
