@@ -162,7 +162,7 @@ absl::Status CudaBackend::Impl::LoadWeights() {
                                     tuner->switches().int4_fp8_copy ? cuda::Int4Copy::kFp8
                                     : tuner->switches().int4_bf16_copy ? cuda::Int4Copy::kBf16
                                                                        : cuda::Int4Copy::kNone,
-                                    stream));
+                                    tuner->switches().int4_gelu_gate, stream));
   }
   return absl::OkStatus();
 }

@@ -83,8 +83,11 @@ class DeviceWeights {
   // freed (the embedding moves to its own buffer; kept when an ignored matrix
   // lives there). QuantizeLmHeadInt4: the same for the LM head (a copy of the
   // embedding, no copy).
+  // `pair_gate_up`: each fused gate|up matrix in the paired tiling (where
+  // its rows are a multiple of 16), so the W4A16 kernel can write the gelu
+  // gate (LinearArgs::gelu_gate).
   absl::Status QuantizeLinearsInt4(const ModelConfig& config, const ModelWeights* checkpoint, Int4Copy copy,
-                                   cudaStream_t stream);
+                                   bool pair_gate_up, cudaStream_t stream);
   absl::Status QuantizeLmHeadInt4(cudaStream_t stream);
   const float* final_norm() const { return final_norm_; }
   const std::vector<DeviceLayer>& layers() const { return layers_; }

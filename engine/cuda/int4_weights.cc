@@ -42,28 +42,47 @@ int64_t TiledBytes(int64_t n, int k) {
   return Align(kernels::W4TiledCodeBytes(n, k)) + Align(kernels::W4TiledScaleBytes(n, k));
 }
 
+// Where a matrix goes: the arena and its offset, the row-layout scratch, and
+// how it is tiled. `paired`: the paired tiling of a fused gate|up matrix
+// (kernels/gemv/gemv_w4a16.h), taken where its rows are a multiple of 16.
+struct TileTarget {
+  uint8_t* arena;
+  int64_t* at;
+  uint8_t* scratch;
+  bool keep_bf16;
+  bool paired;
+};
+
 // The row-layout codes and scales of `m` [n, k] in `scratch` (group 32),
 // tiled into `arena` at `*at`; returns the int4 view. `keep_bf16`: `m` is
-// overwritten with the dequantized values and kept as the view's w4_bf16.
-absl::StatusOr<DeviceMatrix> TileInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
-                                      uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+// overwritten with the dequantized values (in the matrix's row order) and
+// kept as the view's w4_bf16.
+absl::StatusOr<DeviceMatrix> TileInto(const DeviceMatrix& m, int64_t n, int k, const TileTarget& to,
+                                      cudaStream_t stream) {
+  uint8_t* const arena = to.arena;
+  int64_t* const at = to.at;
+  uint8_t* const scratch = to.scratch;
+  const bool paired = to.paired && n % 16 == 0;
   const auto* row_scales = reinterpret_cast<const __half*>(scratch + RowPackedBytes(n, k));
   uint8_t* codes = arena + *at;
   auto* scales = reinterpret_cast<__half*>(arena + *at + Align(kernels::W4TiledCodeBytes(n, k)));
   *at += TiledBytes(n, k);
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchTileW4({scratch, row_scales, kGroup, codes, scales, n, k}, stream));
+  GEMMA_KERNEL_RETURN_IF_ERROR(
+      kernels::LaunchTileW4({scratch, row_scales, kGroup, codes, scales, n, k, paired}, stream));
   DeviceMatrix q = DeviceMatrix::Int4(codes, scales, kGroup);
-  if (keep_bf16) {
+  q.w4_paired = paired;
+  if (to.keep_bf16) {
     auto* bf16 = const_cast<__nv_bfloat16*>(m.bf16());
-    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4({codes, scales, bf16, n, k}, stream));
+    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4({codes, scales, bf16, n, k, paired}, stream));
     q.w4_bf16 = bf16;
   }
   return q;
 }
 
 // Quantizes the bf16 matrix `m` [n, k] into the row-layout `scratch`, then TileInto.
-absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int k, uint8_t* arena, int64_t* at,
-                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int k, const TileTarget& to,
+                                          cudaStream_t stream) {
+  uint8_t* const scratch = to.scratch;
   if (m.fp8() || m.int4()) return absl::InternalError("int4: a matrix is not bf16");
   if (k % kGroup != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--weights int4: a [", n, ", ", k,
@@ -71,15 +90,16 @@ absl::StatusOr<DeviceMatrix> QuantizeInto(const DeviceMatrix& m, int64_t n, int 
   }
   auto* row_scales = reinterpret_cast<__half*>(scratch + RowPackedBytes(n, k));
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeQ4_0({m.bf16(), nullptr, scratch, row_scales, n, k}, stream));
-  return TileInto(m, n, k, arena, at, scratch, keep_bf16, stream);
+  return TileInto(m, n, k, to, stream);
 }
 
 // A W4A16 checkpoint's matrix `parts` (fused by rows: q|k|v, gate|up; every
 // part pack-quantized, as BindWeights checks): each part's Q4_0 blocks in the
 // row layout into `scratch` at its rows, then TileInto.
 absl::StatusOr<DeviceMatrix> UploadPacked(const DeviceMatrix& m, int64_t n, int k,
-                                          std::span<const PackedInt4Ref* const> parts, uint8_t* arena, int64_t* at,
-                                          uint8_t* scratch, bool keep_bf16, cudaStream_t stream) {
+                                          std::span<const PackedInt4Ref* const> parts, const TileTarget& to,
+                                          cudaStream_t stream) {
+  uint8_t* const scratch = to.scratch;
   auto* row_scales = reinterpret_cast<__half*>(scratch + RowPackedBytes(n, k));
   const int64_t row_bytes = kernels::W4PaddedK(k) / 2, row_groups = kernels::W4PaddedK(k) / kGroup;
   int64_t row = 0;
@@ -99,19 +119,20 @@ absl::StatusOr<DeviceMatrix> UploadPacked(const DeviceMatrix& m, int64_t n, int 
     row += d.rows;
   }
   if (row != n) return absl::InternalError("int4: the pack-quantized parts do not fill their fused matrix");
-  return TileInto(m, n, k, arena, at, scratch, keep_bf16, stream);
+  return TileInto(m, n, k, to, stream);
 }
 
 }  // namespace
 
 absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const ModelWeights* checkpoint, Int4Copy copy,
-                                                cudaStream_t stream) {
+                                                bool pair_gate_up, cudaStream_t stream) {
   if (int4_.get() != nullptr) return absl::OkStatus();
   struct Mat {
     DeviceMatrix* m;
     int64_t n;
     int k;
     std::vector<const PackedInt4Ref*> parts;  // a W4A16 checkpoint's packed sources, else empty
+    bool gate_up = false;                     // tiled paired (TileTarget::paired)
   };
   const bool w4a16 = checkpoint != nullptr && c.int4_checkpoint.has_value();
   // The packed parts of a fused matrix (none for a float checkpoint).
@@ -132,7 +153,8 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
     Mat layer[] = {
         {&d.qkv, d.qkv_rows, c.hidden_size, packed({&lw.q_proj_int4, &lw.k_proj_int4, &lw.v_proj_int4})},
         {&d.o_proj, c.hidden_size, q_width, packed({&lw.o_proj_int4})},
-        {&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size, packed({&lw.gate_proj_int4, &lw.up_proj_int4})},
+        {&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size, packed({&lw.gate_proj_int4, &lw.up_proj_int4}),
+         pair_gate_up},
         {&d.down_proj, c.hidden_size, c.intermediate_size, packed({&lw.down_proj_int4})}};
     for (Mat& m : layer) {
       // A W4A16 checkpoint's float matrices are those its ignore list names: bf16.
@@ -166,10 +188,9 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
     GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most));
     int64_t at = 0, fp8_at = 0, scale_at = 0;
     for (const Mat& m : mats) {
-      auto q = m.parts.empty()
-                   ? QuantizeInto(*m.m, m.n, m.k, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize, stream)
-                   : UploadPacked(*m.m, m.n, m.k, m.parts, int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize,
-                                  stream);
+      const TileTarget to{int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize, m.gate_up};
+      auto q = m.parts.empty() ? QuantizeInto(*m.m, m.n, m.k, to, stream)
+                               : UploadPacked(*m.m, m.n, m.k, m.parts, to, stream);
       if (!q.ok()) return q.status();
       if (fp8_copy) {
         auto* codes = int4_fp8_.get<uint8_t>() + fp8_at;
@@ -225,8 +246,9 @@ absl::Status DeviceWeights::QuantizeLmHeadInt4(cudaStream_t stream) {
   GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(RowPackedBytes(vocab_, hidden_) + RowScaleBytes(vocab_, hidden_)));
   int64_t at = 0;
   // The embedding lookup keeps the checkpoint's values.
-  auto q = QuantizeInto(DeviceMatrix(embed_), vocab_, hidden_, lm_head_int4_.get<uint8_t>(), &at,
-                        scratch.get<uint8_t>(), /*keep_bf16=*/false, stream);
+  const TileTarget to{lm_head_int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), /*keep_bf16=*/false,
+                      /*paired=*/false};
+  auto q = QuantizeInto(DeviceMatrix(embed_), vocab_, hidden_, to, stream);
   if (!q.ok()) return q.status();
   lm_head_int4_matrix_ = *q;
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));

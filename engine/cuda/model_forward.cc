@@ -342,13 +342,20 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
-  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-      WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
-                   np.out_scale),
-      stream));
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
   EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
+  if (gp.out_fp8 == nullptr && LinearDispatcher::FusesGeluGate(w.gate_up, t)) {
+    // The W4A16 kernel writes gelu_tanh(gate) * up itself (paired tiling).
+    LinearArgs a{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
+    a.gelu_gate = true;
+    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(a, stream));
+  } else {
+    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+        WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
+                     np.out_scale),
+        stream));
+    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
+  }
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
                    gp.out_scale),

@@ -12,6 +12,7 @@
 #include "kernels/attention/decode_default.h"
 #include "kernels/attention/kernel_params.h"
 #include "kernels/attention/launch_common.h"
+#include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
 
@@ -19,47 +20,69 @@ namespace gemma::kernels {
 namespace {
 
 constexpr int kMaxSplits = 256;
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 256;
 
-// partial: [num_seqs, num_heads, num_splits, head_dim + 4] floats.
+// A split that saw no live key (past the sequence's length): max -inf and
+// sum 0, its accumulator never written. A split whose scores were NaN also
+// has max -inf (fmaxf drops NaN) but a NaN sum, and is read, so the NaN
+// reaches the output.
+__device__ __forceinline__ bool EmptySplit(float m, float l) { return m == -INFINITY && l == 0.f; }
+
+// partial: [num_seqs, num_heads, num_splits, head_dim + 4] floats. One block
+// per (head, sequence). Every warp finds the splits' max and weighted sum
+// itself (lanes stride over the splits; no barrier). Then the threads form
+// groups of head_dim / 4 lanes (a float4 of the row each) and the groups
+// take every `groups`-th split, so the loads of many splits fly together;
+// empty splits are skipped. The groups' sums meet in shared memory.
 __global__ void __launch_bounds__(kCombineThreads)
     CombineSplitsKernel(const float* __restrict__ partial, __nv_bfloat16* __restrict__ out,
-                        const int* __restrict__ q_offsets, int num_heads, int head_dim,
-                        int num_splits) {
-  __shared__ float weight[kMaxSplits];
-  __shared__ float inv_sum;
+                        const int* __restrict__ q_offsets, int num_heads, int head_dim, int num_splits) {
+  __shared__ float4 group_acc[kCombineThreads];
   WaitForPreviousKernel();  // the splits' partials
   AllowDependentLaunch();   // the output projection may launch and prefetch its weights
-  const int head = blockIdx.x, seq = blockIdx.y;
+  const int head = blockIdx.x, seq = blockIdx.y, tid = threadIdx.x, lane32 = tid & 31;
   const int token = q_offsets[seq];
   if (q_offsets[seq + 1] - token < 1) return;
   const int stride = head_dim + 4;
   const float* base = partial + (static_cast<int64_t>(seq) * num_heads + head) * num_splits * stride;
   float max_all = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) max_all = fmaxf(max_all, __ldg(base + s * stride + head_dim));
-  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
-    const float m = base[s * stride + head_dim];
-    weight[s] = m == -INFINITY ? 0.f : exp2f(m - max_all);
+  for (int s = lane32; s < num_splits; s += 32) max_all = fmaxf(max_all, base[s * stride + head_dim]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) max_all = fmaxf(max_all, __shfl_xor_sync(0xffffffffu, max_all, o));
+  auto weight = [&](float m) { return m == -INFINITY ? 0.f : exp2f(m - max_all); };
+  float sum = 0.f;
+  for (int s = lane32; s < num_splits; s += 32) {
+    const float m = base[s * stride + head_dim], l = base[s * stride + head_dim + 1];
+    if (!EmptySplit(m, l)) sum += weight(m) * l;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float sum = 0.f;
-    for (int s = 0; s < num_splits; ++s) sum += weight[s] * base[s * stride + head_dim + 1];
-    inv_sum = sum > 0.f ? __frcp_rn(sum) : 0.f;
-  }
-  __syncthreads();
-  __nv_bfloat16* dst = out + (static_cast<int64_t>(token) * num_heads + head) * head_dim;
-  for (int d = threadIdx.x * 4; d < head_dim; d += blockDim.x * 4) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < num_splits; ++s) {
-      const float w = weight[s];
-      const float4 x = *reinterpret_cast<const float4*>(base + s * stride + d);
+  sum = WarpSum(sum);
+  const float inv_sum = sum > 0.f ? __frcp_rn(sum) : sum == 0.f ? 0.f : sum;  // NaN stays NaN
+
+  const int lanes = head_dim / 4;  // head_dim is a multiple of 16, at most 512: 4..128 lanes
+  const int groups = kCombineThreads / lanes;
+  const int lane = tid % lanes, group = tid / lanes;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (group < groups) {
+#pragma unroll 4
+    for (int s = group; s < num_splits; s += groups) {
+      const float m = base[s * stride + head_dim], l = base[s * stride + head_dim + 1];
+      if (EmptySplit(m, l)) continue;
+      const float w = weight(m);
+      const float4 x = *reinterpret_cast<const float4*>(base + s * stride + 4 * lane);
       acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
     }
-    __nv_bfloat162* pair = reinterpret_cast<__nv_bfloat162*>(dst + d);
-    pair[0] = __floats2bfloat162_rn(acc.x * inv_sum, acc.y * inv_sum);
-    pair[1] = __floats2bfloat162_rn(acc.z * inv_sum, acc.w * inv_sum);
   }
+  group_acc[tid] = acc;
+  __syncthreads();
+  if (group != 0) return;
+  for (int g = 1; g < groups; ++g) {
+    const float4 x = group_acc[g * lanes + lane];
+    acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+  }
+  __nv_bfloat162* pair =
+      reinterpret_cast<__nv_bfloat162*>(out + (static_cast<int64_t>(token) * num_heads + head) * head_dim + 4 * lane);
+  pair[0] = __floats2bfloat162_rn(acc.x * inv_sum, acc.y * inv_sum);
+  pair[1] = __floats2bfloat162_rn(acc.z * inv_sum, acc.w * inv_sum);
 }
 
 // Shared-memory limits, once per build and device (the limit belongs to a

@@ -390,7 +390,8 @@ __device__ __forceinline__ void StoreOutput(const TileCtx<C>& c, const float (&o
   }
 }
 
-// Split-K partials: [seq][head][split] x (acc[hd], max, sum, 2 pad), unnormalized.
+// Split-K partials: [seq][head][split] x (acc[hd], max, sum, 2 pad), unnormalized;
+// a row without a live key (max -inf, sum 0) writes its max and sum only.
 template <class C>
 __device__ __forceinline__ void StorePartials(const TileCtx<C>& c, const float (&o)[C::MR][C::kDW / 8][4],
                                               const float (&row_max)[C::MR][2], const float (&row_sum)[C::MR][2],
@@ -407,6 +408,12 @@ __device__ __forceinline__ void StorePartials(const TileCtx<C>& c, const float (
       if (r >= rows_valid) continue;
       const int head = c.b.head0 + r % p.heads_per_block;
       float* part = p.partial + ((int64_t)(c.b.seq * p.num_heads + head) * p.num_splits + split) * (hd + 4);
+      if (wd == 0 && (lane & 3) == 0) {
+        part[hd] = row_max[i][h];
+        part[hd + 1] = row_sum[i][h];
+      }
+      // No live key (max -inf, sum 0): the merge never reads this accumulator.
+      if (row_max[i][h] == -INFINITY && row_sum[i][h] == 0.f) continue;
       if constexpr (C::F8) {
 #pragma unroll
         for (int q = 0; q < kDW / 16; ++q) {
@@ -422,10 +429,6 @@ __device__ __forceinline__ void StorePartials(const TileCtx<C>& c, const float (
           if (C::PAD && col >= hd) continue;
           *reinterpret_cast<float2*>(part + col) = make_float2(o[i][n][2 * h], o[i][n][2 * h + 1]);
         }
-      }
-      if (wd == 0 && (lane & 3) == 0) {
-        part[hd] = row_max[i][h];
-        part[hd + 1] = row_sum[i][h];
       }
     }
   }

@@ -50,20 +50,45 @@ __device__ __forceinline__ float HalfBits(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
 }
 
-// Accumulator i of (tile r, n8 tile j): row tile_row0 + 16 r + g + 8 (i / 2),
-// batch row 8 j + 2 t + (i % 2). Rows of tiles past the matrix are >= n.
+__device__ __forceinline__ float GeluTanh(float x) {
+  const float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+// Accumulator i of (tile r, n8 tile j): tiled row 16 (tile0 + r) + g + 8 (i / 2),
+// batch row 8 j + 2 t + (i % 2). Rows of tiles past the matrix are >= n. A
+// paired tiling's tiled rows map back to the matrix's (W4PairedRow), or with
+// gelu_gate accumulators i and i + 2 are the gate and up sums of one output.
 template <int RT, int NT>
 __device__ __forceinline__ void StoreTiles(const GemvW4Params& p, const float (&acc)[RT][NT][4], int tile0, int g,
                                            int t) {
+  if (p.gelu_gate) {
+    const int half = p.n / 2;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int col = (tile0 + r) * 8 + g;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int b = 8 * j + 2 * t + i;
+          if (col >= half || b >= p.batch) continue;
+          p.out_bf16[static_cast<size_t>(b) * half + col] = __float2bfloat16(GeluTanh(acc[r][j][i]) * acc[r][j][i + 2]);
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = (tile0 + r) * 16 + g + 8 * (i / 2);
+        const int tiled = (tile0 + r) * 16 + g + 8 * (i / 2);
         const int b = 8 * j + 2 * t + (i % 2);
-        if (row >= p.n || b >= p.batch) continue;
+        if (tiled >= p.n || b >= p.batch) continue;
+        const int row = p.paired ? static_cast<int>(W4PairedRow(tiled, p.n)) : tiled;
         const size_t o = static_cast<size_t>(b) * p.n + row;
         const float v = acc[r][j][i];
         if (p.out_f32) {
@@ -682,6 +707,8 @@ std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
   if (p.n <= 0 || p.k <= 0 || p.k % 32 != 0) return "gemv_w4a16: need n >= 1 and k a positive multiple of 32";
   if (p.batch < 1 || p.batch > kW4MaxBatch) return "gemv_w4a16: batch must be 1..64";
   if (p.softcap > 0.0f && !p.out_f32) return "gemv_w4a16: softcap needs fp32 output";
+  if (p.paired && p.n % 16 != 0) return "gemv_w4a16: a paired tiling needs n a multiple of 16";
+  if (p.gelu_gate && (!p.paired || !p.out_bf16)) return "gemv_w4a16: gelu_gate needs a paired tiling and bf16 output";
   if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_w4a16: unknown variant";
   if (p.variant >= 0 && !GemvW4VariantFits(p.variant, p.batch)) {
     return "gemv_w4a16: variant does not serve this batch size";

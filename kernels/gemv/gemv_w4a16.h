@@ -21,6 +21,11 @@
 // So one warp load of 16 bytes per lane is 512 contiguous bytes, holding the
 // A fragments of a 16-row x 128-k mma.sync m16n8k16 tile, and the 128-byte
 // scale block of the same tile is one more load.
+// Paired tiling (a fused gate|up matrix, n a multiple of 16): tile T holds
+// rows 8T..8T+7 of the first half in its rows 0..7 and the same rows of the
+// second half in rows 8..15 (W4PairedRow), so the lane that accumulates a
+// gate row also holds its up row: the kernel can write gelu_tanh(gate) * up
+// directly. The other paired consumers (the dequantizer) map rows back.
 //
 // Structure: lane (g, t) of a warp multiplies its rows' codes against x rows
 // 8j + g (n8 tiles j < NT) with mma.sync, per 32-group into zeroed partials
@@ -49,6 +54,15 @@ inline constexpr int kW4MaxBatch = 64;
 #endif
 // k rounded up to the layout's 128-column super-chunks.
 GEMMA_W4_HD inline int W4PaddedK(int k) { return (k + 127) / 128 * 128; }
+// The matrix row held at tiled row `tiled` of a paired tiling of n rows.
+GEMMA_W4_HD inline int64_t W4PairedRow(int64_t tiled, int64_t n) {
+  return (tiled >> 3 & 1) * (n / 2) + (tiled >> 4) * 8 + (tiled & 7);
+}
+// The tiled row of matrix row `row` in a paired tiling of n rows.
+GEMMA_W4_HD inline int64_t W4PairedTiledRow(int64_t row, int64_t n) {
+  const int64_t half = row >= n / 2 ? 1 : 0, r = row - half * (n / 2);
+  return (r >> 3) * 16 + half * 8 + (r & 7);
+}
 // Bytes of the tiled codes and scales of an [n, k] matrix.
 GEMMA_W4_HD inline int64_t W4TiledCodeBytes(int64_t n, int k) { return (n + 15) / 16 * (W4PaddedK(k) / 128) * 1024; }
 GEMMA_W4_HD inline int64_t W4TiledScaleBytes(int64_t n, int k) { return (n + 15) / 16 * (W4PaddedK(k) / 128) * 128; }
@@ -65,6 +79,10 @@ struct GemvW4Params {
   int batch = 0;                      // 1..kW4MaxBatch
   float softcap = 0.0f;               // > 0: out = cap * tanh(out / cap) (fp32 out only)
   int variant = -1;                   // tiling, 0..NumGemvW4Variants()-1; -1 = the batch's default
+  bool paired = false;                // w is a paired tiling (n a multiple of 16)
+  // paired only: out_bf16 is [batch, n / 2], gelu_tanh(first half's row r) *
+  // second half's row r, from the fp32 sums (no rounding in between).
+  bool gelu_gate = false;
 };
 
 int NumGemvW4Variants();

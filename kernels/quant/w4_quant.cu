@@ -73,7 +73,7 @@ __device__ __forceinline__ int64_t TiledScale(int64_t row, int sc, int w, int su
 // One thread per (padded row, super-chunk, lane-chunk): 16 bytes of codes and
 // the scale of the chunk's group t (rows past n: code 8, scale 0).
 __global__ void TileW4Kernel(const uint8_t* __restrict__ row_w, const __half* __restrict__ row_scales, int group,
-                             uint8_t* __restrict__ w, __half* __restrict__ scales, int64_t n, int k) {
+                             uint8_t* __restrict__ w, __half* __restrict__ scales, int64_t n, int k, bool paired) {
   const int kpad = W4PaddedK(k), supers = kpad / 128;
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t rows = (n + 15) / 16 * 16;
@@ -84,8 +84,9 @@ __global__ void TileW4Kernel(const uint8_t* __restrict__ row_w, const __half* __
   uint4 v = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
   __half s = __float2half_rn(0.0f);
   if (row < n) {
-    v = *reinterpret_cast<const uint4*>(row_w + row * (kpad / 2) + sc * 64 + t * 16);
-    s = row_scales[row * (kpad / group) + (128 * sc + 32 * t) / group];
+    const int64_t src = paired ? W4PairedRow(row, n) : row;
+    v = *reinterpret_cast<const uint4*>(row_w + src * (kpad / 2) + sc * 64 + t * 16);
+    s = row_scales[src * (kpad / group) + (128 * sc + 32 * t) / group];
   }
   *reinterpret_cast<uint4*>(w + TiledChunk(row, sc, t, supers)) = v;
   scales[TiledScale(row, sc, t, supers)] = s;  // thread t writes group 4 sc + t's scale
@@ -93,7 +94,7 @@ __global__ void TileW4Kernel(const uint8_t* __restrict__ row_w, const __half* __
 
 // One thread per (row, 32-group, word): 8 codes -> 8 bf16 (one 16-byte store).
 __global__ void DequantizeW4Kernel(const uint8_t* __restrict__ w, const __half* __restrict__ scales,
-                                   __nv_bfloat16* __restrict__ out, int64_t n, int k) {
+                                   __nv_bfloat16* __restrict__ out, int64_t n, int k, bool paired) {
   const int supers = W4PaddedK(k) / 128;
   const int words_per_row = k / 8;
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -101,8 +102,9 @@ __global__ void DequantizeW4Kernel(const uint8_t* __restrict__ w, const __half* 
   const int64_t row = id / words_per_row;
   const int col0 = static_cast<int>(id % words_per_row) * 8;
   const int sc = col0 / 128, q = col0 % 128 / 32, t = col0 % 32 / 8;
-  const uint32_t word = *reinterpret_cast<const uint32_t*>(w + TiledChunk(row, sc, t, supers) + 4 * q);
-  const float s = __half2float(scales[TiledScale(row, sc, q, supers)]);
+  const int64_t tiled = paired ? W4PairedTiledRow(row, n) : row;
+  const uint32_t word = *reinterpret_cast<const uint32_t*>(w + TiledChunk(tiled, sc, t, supers) + 4 * q);
+  const float s = __half2float(scales[TiledScale(tiled, sc, q, supers)]);
   __align__(16) __nv_bfloat16 vals[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
@@ -136,7 +138,8 @@ std::string LaunchTileW4(const TileW4Params& p, cudaStream_t stream) {
   if (p.group != 32 && p.group != 128) return "tile_w4: group must be 32 or 128";
   const int64_t threads = (p.n + 15) / 16 * 16 * (W4PaddedK(p.k) / 128) * 4;
   const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
-  TileW4Kernel<<<grid, kThreads, 0, stream>>>(p.row_w, p.row_scales, p.group, p.w, p.scales, p.n, p.k);
+  if (p.paired && p.n % 16 != 0) return "tile_w4: a paired tiling needs n a multiple of 16, got " + std::to_string(p.n);
+  TileW4Kernel<<<grid, kThreads, 0, stream>>>(p.row_w, p.row_scales, p.group, p.w, p.scales, p.n, p.k, p.paired);
   return LaunchError("tile_w4");
 }
 
@@ -145,7 +148,8 @@ std::string LaunchDequantizeW4(const DequantizeW4Params& p, cudaStream_t stream)
   if (p.n <= 0 || p.k <= 0 || p.k % 32 != 0) return "dequantize_w4: need n >= 1 and k a positive multiple of 32";
   const int64_t threads = p.n * (p.k / 8);
   const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
-  DequantizeW4Kernel<<<grid, kThreads, 0, stream>>>(p.w, p.scales, p.out, p.n, p.k);
+  if (p.paired && p.n % 16 != 0) return "dequantize_w4: a paired tiling needs n a multiple of 16, got " + std::to_string(p.n);
+  DequantizeW4Kernel<<<grid, kThreads, 0, stream>>>(p.w, p.scales, p.out, p.n, p.k, p.paired);
   return LaunchError("dequantize_w4");
 }
 

@@ -42,6 +42,7 @@ struct TileW4Params {
   __half* scales = nullptr;             // W4TiledScaleBytes(n, k) / 2 values
   int64_t n = 0;
   int k = 0;                            // multiple of 32
+  bool paired = false;                  // the paired tiling (gemv_w4a16.h; n a multiple of 16)
 };
 std::string LaunchTileW4(const TileW4Params& p, cudaStream_t stream);
 
@@ -51,6 +52,7 @@ struct DequantizeW4Params {
   __nv_bfloat16* out = nullptr;    // [n, k]
   int64_t n = 0;
   int k = 0;                       // multiple of 32
+  bool paired = false;             // w is a paired tiling; out keeps the matrix's row order
 };
 std::string LaunchDequantizeW4(const DequantizeW4Params& p, cudaStream_t stream);
 

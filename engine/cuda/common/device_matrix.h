@@ -33,6 +33,10 @@ struct DeviceMatrix {
   // (32: the layout's).
   const __half* w4_scales = nullptr;
   int w4_group = 0;
+  // int4 only: the codes are in the paired tiling (a fused gate|up matrix,
+  // kernels/gemv/gemv_w4a16.h), which lets the W4A16 kernel write the gelu
+  // gate's output itself (LinearArgs::gelu_gate).
+  bool w4_paired = false;
   // int4 only, optional: the same values dequantized to bf16 ((u - 8) d
   // rounded once) at load time, which passes of more rows than the W4A16
   // kernel serves well read with the bf16 GEMM (GEMMA_INT4_BF16_COPY).

@@ -178,6 +178,7 @@ absl::Status LinearDispatcher::Softcap(const LinearArgs& a, cudaStream_t stream)
 
 absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream) {
   if (a.w.int4()) return RunInt4(a, stream);
+  if (a.gelu_gate) return absl::InvalidArgumentError("linear: gelu_gate needs int4 weights (FusesGeluGate)");
   if (a.w.fp8()) return RunFp8(a, stream);
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));

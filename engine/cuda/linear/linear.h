@@ -44,6 +44,9 @@ struct LinearArgs {
   // then x itself is not read and no quantization is launched.
   const uint8_t* x_fp8 = nullptr;    // [m, k] E4M3
   const float* x_scale = nullptr;    // [m]
+  // w a fused gate|up [2 I, k]: out_bf16 is [m, I], gelu_tanh(gate) * up.
+  // Only where FusesGeluGate(w, m) (else Run refuses it).
+  bool gelu_gate = false;
 };
 
 class LinearDispatcher {
@@ -63,6 +66,10 @@ class LinearDispatcher {
   absl::Status ReserveInt4(int64_t max_elements);
   // Whether Run on int4 weights with m rows runs the matrix's fp8 copy.
   static bool Int4UsesFp8Copy(const DeviceMatrix& w, int m);
+  // Whether Run(w, m rows) can take gelu_gate: an int4 matrix in the paired
+  // tiling whose m rows run the W4A16 kernel (not a copy or a dequantized
+  // GEMM). The gelu gate kernel then need not run.
+  static bool FusesGeluGate(const DeviceMatrix& w, int m);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }

@@ -44,6 +44,9 @@ std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaS
   p.batch = rows;
   p.softcap = a.softcap;
   p.variant = variant;
+  p.paired = a.w.w4_paired;
+  p.gelu_gate = a.gelu_gate;
+  if (a.gelu_gate) p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * (a.n / 2);
   return kernels::LaunchGemvW4(p, stream);
 }
 
@@ -60,8 +63,20 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
   return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
+bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
+  return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
+         m <= kMaxW4Rows;
+}
+
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
+  if (a.gelu_gate && !FusesGeluGate(a.w, a.m)) {
+    return absl::InvalidArgumentError(absl::StrCat("int4 linear: gelu_gate at ", a.m, " rows needs a paired tiling ",
+                                                   "that the W4A16 kernel serves (paired: ", a.w.w4_paired, ")"));
+  }
+  if (a.gelu_gate && (a.out_bf16 == nullptr || a.n % 2 != 0)) {
+    return absl::InvalidArgumentError("int4 linear: gelu_gate needs bf16 output and an even n");
+  }
   if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
     LinearArgs b = a;
     b.w = DeviceMatrix(a.w.w4_bf16);
@@ -91,6 +106,7 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   dp.out = int4_scratch_.get<__nv_bfloat16>();
   dp.n = a.n;
   dp.k = a.k;
+  dp.paired = a.w.w4_paired;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchDequantizeW4(dp, stream));
   LinearArgs b = a;
   b.w = DeviceMatrix(int4_scratch_.get<__nv_bfloat16>());

@@ -57,6 +57,11 @@ struct TuningSwitches {
   // rows (twice the fp8 copy's bytes, the int4 values exactly); 0 frees it
   // and such passes dequantize per call.
   bool int4_bf16_copy = true;
+  // GEMMA_INT4_GELU_GATE (default 1): --weights int4 tiles each fused
+  // gate|up matrix paired (kernels/gemv/gemv_w4a16.h), so the W4A16 kernel
+  // writes gelu_tanh(gate) * up itself and the gelu gate kernel does not run
+  // where that kernel serves the pass; 0 tiles it plainly (A/B runs).
+  bool int4_gelu_gate = true;
   // GEMMA_FP8_KV_PREFILL_BF16 (default 1): prefill over an E4M3 KV cache
   // widens the pages each pass reads into a bf16 scratch and runs the bf16
   // attention kernels on it (kernels/attention/kv_expand.h); 0 runs the

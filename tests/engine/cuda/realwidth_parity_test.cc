@@ -202,6 +202,24 @@ TEST_F(RealWidth, Fp8MatchesTransformersLoosely) {
   Check("fp8", *b, golden_, EnvDouble("GEMMA_REALWIDTH_FP8_TOL", 0.25), Mode::kRowsOnly);
 }
 
+// Decode over the bf16 cache reading the global layers' keys from their
+// values (GEMMA_DECODE_KEYS_FROM_VALUES=1; `auto` turns it on only from a
+// 32K context, above these prompts): the k_norm weight and the rotated
+// pairs the engine hands the kernel, held to the bf16 bounds.
+TEST_F(RealWidth, Bf16KeysFromValuesMatchesTransformers) {
+  const char* before = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES");
+  const std::string saved = before ? before : "";
+  setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "1", 1);
+  auto b = MakeBackend(dir_, WeightDType::kBF16, true, max_context_);
+  if (before) {
+    setenv("GEMMA_DECODE_KEYS_FROM_VALUES", saved.c_str(), 1);
+  } else {
+    unsetenv("GEMMA_DECODE_KEYS_FROM_VALUES");
+  }
+  ASSERT_NE(b, nullptr);
+  Check("bf16 keys from values", *b, golden_, EnvDouble("GEMMA_REALWIDTH_TOL", 2e-2), Mode::kStrict);
+}
+
 // What gemma-serve computes: the embedding scale rounded to bf16 (73.5, not
 // 73.32); reported next to the exact-scale run, not asserted.
 TEST_F(RealWidth, Bf16ServedScaleReport) {

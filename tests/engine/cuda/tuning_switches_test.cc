@@ -45,6 +45,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.prefill_wgmma);
   EXPECT_TRUE(s.int4_bf16_copy);
   EXPECT_TRUE(s.int4_fp8_copy);
+  EXPECT_TRUE(s.int4_gelu_gate);
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
@@ -62,6 +63,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_PREFILL_WGMMA", "0", 1);
   setenv("GEMMA_INT4_BF16_COPY", "0", 1);
   setenv("GEMMA_INT4_FP8_COPY", "0", 1);
+  setenv("GEMMA_INT4_GELU_GATE", "0", 1);
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
@@ -76,6 +78,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.prefill_wgmma);
   EXPECT_FALSE(s.int4_bf16_copy);
   EXPECT_FALSE(s.int4_fp8_copy);
+  EXPECT_FALSE(s.int4_gelu_gate);
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);

@@ -3,7 +3,9 @@
 // the row layout, the bf16 dequantizer, and the W4A16 kernel (every tiling at
 // the smallest and largest batch it serves, batches 1..64, group 32 and 128
 // inputs, the Gemma 4 31B shape classes incl. the 262144-row LM head, the
-// fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output).
+// fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output),
+// and the paired tiling of a fused gate|up matrix (rows back in order, or
+// gelu_tanh(gate) * up written by the kernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +46,7 @@ struct W4Matrix {
   DeviceArray<__half> row_sc;
   DeviceArray<uint8_t> w;        // tiled
   DeviceArray<__half> sc;
+  bool paired = false;
   W4Matrix(Shape shape, int g)
       : s(shape), group(g), kpad(kernels::W4PaddedK(shape.k)),
         row_w(size_t(shape.n) * kernels::W4PaddedK(shape.k) / 2), row_sc(size_t(shape.n) * kernels::W4PaddedK(shape.k) / g),
@@ -57,10 +60,12 @@ struct W4Matrix {
     const int u = (word >> (4 * quant::W4NibbleOf(e))) & 0xF;
     return double(u - 8) * double(HalfToFloat(scales[size_t(row) * (kpad / group) + col / group]));
   }
-  void Tile() {
+  void Tile(bool pair = false) {
+    paired = pair;
     w.Poison();
     sc.Poison();
-    ASSERT_EQ(kernels::LaunchTileW4({row_w.get(), row_sc.get(), group, w.get(), sc.get(), s.n, s.k}, nullptr), "");
+    ASSERT_EQ(kernels::LaunchTileW4({row_w.get(), row_sc.get(), group, w.get(), sc.get(), s.n, s.k, paired}, nullptr),
+              "");
     CUDA_OK(cudaDeviceSynchronize());
   }
 };
@@ -120,14 +125,19 @@ std::vector<int> BatchesOf(int variant) {
   return {fits.front(), fits.back()};
 }
 
-void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap) {
+double GeluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+// gelu: the paired matrix's gelu gate, [batch, n / 2] bf16.
+void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap, bool gelu = false) {
   const Shape& s = m.s;
   SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " group=" << m.group << " batch=" << batch
-                                  << " variant=" << kernels::GemvW4VariantName(variant));
+                                  << " variant=" << kernels::GemvW4VariantName(variant) << " paired=" << m.paired
+                                  << " gelu=" << gelu);
+  const int width = gelu ? s.n / 2 : s.n;  // output columns
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k));
   DeviceArray<__nv_bfloat16> x(xb);
-  DeviceArray<float> out32(size_t(batch) * s.n);
-  DeviceArray<__nv_bfloat16> out16(size_t(batch) * s.n);
+  DeviceArray<float> out32(size_t(batch) * width);
+  DeviceArray<__nv_bfloat16> out16(size_t(batch) * width);
   out32.Poison();
   out16.Poison();
   kernels::GemvW4Params p;
@@ -140,24 +150,30 @@ void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float so
   p.batch = batch;
   p.softcap = softcap;
   p.variant = variant;
+  p.paired = m.paired;
+  p.gelu_gate = gelu;
   ASSERT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
   CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> got = f32_out ? out32.Download() : gpu_test::ToFloat(out16.Download());
   std::vector<int> rows;
   const bool all = int64_t(s.n) * s.k <= (1 << 21);
-  for (int r = 0; r < s.n && all; ++r) rows.push_back(r);
+  for (int r = 0; r < width && all; ++r) rows.push_back(r);
   if (!all) {
-    for (int i = 0; i < 24; ++i) rows.push_back(gpu_test::Rng()() % s.n);
-    for (int r = std::max(0, s.n - 17); r < s.n; ++r) rows.push_back(r);
+    for (int i = 0; i < 24; ++i) rows.push_back(gpu_test::Rng()() % width);
+    for (int r = std::max(0, width - 17); r < width; ++r) rows.push_back(r);
   }
+  auto dot = [&](int r, int b) {
+    double acc = 0;
+    for (int c = 0; c < s.k; ++c) acc += m.Value(r, c) * gpu_test::ToF(xb[size_t(b) * s.k + c]);
+    return acc;
+  };
   std::vector<double> ref, out;
   for (int r : rows) {
     for (int b = 0; b < batch; ++b) {
-      double acc = 0;
-      for (int c = 0; c < s.k; ++c) acc += m.Value(r, c) * gpu_test::ToF(xb[size_t(b) * s.k + c]);
+      double acc = gelu ? GeluTanh(dot(r, b)) * dot(r + s.n / 2, b) : dot(r, b);
       if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
       ref.push_back(acc);
-      out.push_back(got[size_t(b) * s.n + r]);
+      out.push_back(got[size_t(b) * width + r]);
     }
   }
   // Every output was written (poisoned with NaN).
@@ -266,6 +282,50 @@ TEST(GemvW4Test, RealShapesGroup128) {
   }
 }
 
+// A fused gate|up matrix in the paired tiling: without gelu_gate the rows
+// come back in the matrix's order; with it the kernel writes the gelu gate.
+// Every tiling at both ends of its batches on small shapes (the fortunes
+// fixture's gate|up of 2 x 512 rows among them), and the 31B's gate|up.
+TEST(GemvW4Test, PairedTilingRowsInOrderAndGeluGate) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : {Shape{1024, 256}, Shape{48, 96}, Shape{4096, 1056}}) {
+    for (int group : {32, 128}) {
+      auto m = HostMatrix(s, group);
+      m->Tile(true);
+      for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+        for (int b : BatchesOf(v)) {
+          CheckGemv(*m, b, v, false, 0.0f, true);
+          if (b == 1) CheckGemv(*m, b, v, false, 0.0f, false);
+        }
+      }
+      for (int b : {3, 8, 13, 40}) CheckGemv(*m, b, -1, false, 0.0f, false);
+      CheckGemv(*m, 5, -1, true, 0.0f, false);
+    }
+  }
+  auto big = DeviceMatrix(Shape{43008, 5376});
+  big->Tile(true);
+  for (int b : {1, 2, 8, 16, 64}) CheckGemv(*big, b, -1, false, 0.0f, true);
+  CheckGemv(*big, 1, -1, false, 0.0f, false);
+}
+
+TEST(DequantizeW4Test, PairedTilingKeepsTheRowOrder) {
+  GEMMA_REQUIRE_GPU();
+  const Shape s{64, 160};
+  auto m = HostMatrix(s, 32);
+  m->Tile(true);
+  DeviceArray<__nv_bfloat16> out(size_t(s.n) * s.k);
+  out.Poison();
+  kernels::DequantizeW4Params p{m->w.get(), m->sc.get(), out.get(), s.n, s.k, true};
+  ASSERT_EQ(kernels::LaunchDequantizeW4(p, nullptr), "");
+  const auto got = out.Download();
+  for (int r = 0; r < s.n; ++r) {
+    for (int c = 0; c < s.k; ++c) {
+      ASSERT_EQ(gpu_test::ToF(got[size_t(r) * s.k + c]), gpu_test::ToF(gpu_test::ToB(float(m->Value(r, c)))))
+          << r << "," << c;
+    }
+  }
+}
+
 TEST(GemvW4Test, RejectsBadArguments) {
   GEMMA_REQUIRE_GPU();
   DeviceArray<uint8_t> w(1024);  // one tile x one super-chunk
@@ -291,6 +351,10 @@ TEST(GemvW4Test, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
   p.variant = -1;
   EXPECT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
+  p.gelu_gate = true;  // not paired
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.paired = true;  // n = 1: not a multiple of 16
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
 }
 
 }  // namespace
