@@ -21,22 +21,24 @@ namespace {
 
 constexpr int kMaxSplits = 256;
 constexpr int kCombineThreads = 256;
+static_assert(kCombineThreads >= kMaxSplits, "one split's weight per thread");
 
-// A split that saw no live key (past the sequence's length): max -inf and
-// sum 0, its accumulator never written. A split whose scores were NaN also
-// has max -inf (fmaxf drops NaN) but a NaN sum, and is read, so the NaN
-// reaches the output.
+// A split block that had no keys to read (past the sequence's length; such
+// blocks are the last splits) writes only its max (-inf) and sum (0).
 __device__ __forceinline__ bool EmptySplit(float m, float l) { return m == -INFINITY && l == 0.f; }
 
 // partial: [num_seqs, num_heads, num_splits, head_dim + 4] floats. One block
-// per (head, sequence). Every warp finds the splits' max and weighted sum
-// itself (lanes stride over the splits; no barrier). Then the threads form
-// groups of head_dim / 4 lanes (a float4 of the row each) and the groups
-// take every `groups`-th split, so the loads of many splits fly together;
-// empty splits are skipped. The groups' sums meet in shared memory.
+// per (head, sequence). Every warp finds, itself (lanes stride over the
+// splits; no barrier), the splits' max, their weighted sum, and `live`: one
+// past the last split that is not empty, so the empty ones at the end are
+// never read (every split below it wrote its accumulator). Then the threads
+// form groups of head_dim / 4 lanes (a float4 of the row each) and the groups
+// take every `groups`-th live split, so the loads of many splits fly
+// together; the groups' sums meet in shared memory.
 __global__ void __launch_bounds__(kCombineThreads)
     CombineSplitsKernel(const float* __restrict__ partial, __nv_bfloat16* __restrict__ out,
                         const int* __restrict__ q_offsets, int num_heads, int head_dim, int num_splits) {
+  __shared__ float weight[kMaxSplits];
   __shared__ float4 group_acc[kCombineThreads];
   WaitForPreviousKernel();  // the splits' partials
   AllowDependentLaunch();   // the output projection may launch and prefetch its weights
@@ -46,17 +48,24 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int stride = head_dim + 4;
   const float* base = partial + (static_cast<int64_t>(seq) * num_heads + head) * num_splits * stride;
   float max_all = -INFINITY;
-  for (int s = lane32; s < num_splits; s += 32) max_all = fmaxf(max_all, base[s * stride + head_dim]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) max_all = fmaxf(max_all, __shfl_xor_sync(0xffffffffu, max_all, o));
-  auto weight = [&](float m) { return m == -INFINITY ? 0.f : exp2f(m - max_all); };
-  float sum = 0.f;
+  int live = 0;
   for (int s = lane32; s < num_splits; s += 32) {
     const float m = base[s * stride + head_dim], l = base[s * stride + head_dim + 1];
-    if (!EmptySplit(m, l)) sum += weight(m) * l;
+    max_all = fmaxf(max_all, m);
+    if (!EmptySplit(m, l)) live = s + 1;
   }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    max_all = fmaxf(max_all, __shfl_xor_sync(0xffffffffu, max_all, o));
+    live = max(live, __shfl_xor_sync(0xffffffffu, live, o));
+  }
+  auto weight_of = [&](float m) { return m == -INFINITY ? 0.f : exp2f(m - max_all); };
+  float sum = 0.f;
+  for (int s = lane32; s < live; s += 32) sum += weight_of(base[s * stride + head_dim]) * base[s * stride + head_dim + 1];
   sum = WarpSum(sum);
   const float inv_sum = sum > 0.f ? __frcp_rn(sum) : sum == 0.f ? 0.f : sum;  // NaN stays NaN
+  if (tid < live) weight[tid] = weight_of(base[tid * stride + head_dim]);
+  __syncthreads();
 
   const int lanes = head_dim / 4;  // head_dim is a multiple of 16, at most 512: 4..128 lanes
   const int groups = kCombineThreads / lanes;
@@ -64,10 +73,8 @@ __global__ void __launch_bounds__(kCombineThreads)
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   if (group < groups) {
 #pragma unroll 4
-    for (int s = group; s < num_splits; s += groups) {
-      const float m = base[s * stride + head_dim], l = base[s * stride + head_dim + 1];
-      if (EmptySplit(m, l)) continue;
-      const float w = weight(m);
+    for (int s = group; s < live; s += groups) {
+      const float w = weight[s];
       const float4 x = *reinterpret_cast<const float4*>(base + s * stride + 4 * lane);
       acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
     }

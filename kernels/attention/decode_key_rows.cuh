@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
           PackBf16(acc.x * inv, acc.y * inv);
     } else {
       float* part = p.partial + ((int64_t)(b.seq * p.num_heads + q_head) * p.num_splits + split) * (D + 4);
-      if (m_all != -INFINITY || sum != 0.f) *reinterpret_cast<float2*>(part + dim) = acc;  // else never read
+      if (b.num_tiles > 0) *reinterpret_cast<float2*>(part + dim) = acc;  // else never read by the merge
       if (dim == 0) {
         part[D] = m_all;
         part[D + 1] = sum;

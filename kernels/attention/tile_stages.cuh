@@ -391,7 +391,7 @@ __device__ __forceinline__ void StoreOutput(const TileCtx<C>& c, const float (&o
 }
 
 // Split-K partials: [seq][head][split] x (acc[hd], max, sum, 2 pad), unnormalized;
-// a row without a live key (max -inf, sum 0) writes its max and sum only.
+// a block without keys (a split past the sequence's length) writes max and sum only.
 template <class C>
 __device__ __forceinline__ void StorePartials(const TileCtx<C>& c, const float (&o)[C::MR][C::kDW / 8][4],
                                               const float (&row_max)[C::MR][2], const float (&row_sum)[C::MR][2],
@@ -412,8 +412,7 @@ __device__ __forceinline__ void StorePartials(const TileCtx<C>& c, const float (
         part[hd] = row_max[i][h];
         part[hd + 1] = row_sum[i][h];
       }
-      // No live key (max -inf, sum 0): the merge never reads this accumulator.
-      if (row_max[i][h] == -INFINITY && row_sum[i][h] == 0.f) continue;
+      if (c.b.num_tiles == 0) continue;  // no keys: the merge never reads this accumulator
       if constexpr (C::F8) {
 #pragma unroll
         for (int q = 0; q < kDW / 16; ++q) {
