@@ -44,7 +44,7 @@ int64_t TiledBytes(int64_t n, int k) {
 
 // Where a matrix goes: the arena and its offset, the row-layout scratch, and
 // how it is tiled. `paired`: the paired tiling of a fused gate|up matrix
-// (kernels/gemv/gemv_w4a16.h), taken where its rows are a multiple of 16.
+// (kernels/quant/w4_layout.h), taken where its rows are a multiple of 16.
 struct TileTarget {
   uint8_t* arena;
   int64_t* at;

@@ -1,7 +1,7 @@
 #include "kernels/quant/w4_quant.h"
 
 #include "kernels/common/launch.h"
-#include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/quant/w4_layout.h"
 
 namespace gemma::kernels {
 namespace {

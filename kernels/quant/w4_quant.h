@@ -1,6 +1,6 @@
 // 4-bit weights on the device. Two layouts: the row layout of
 // engine/model/quantization_int4.h (what a loader produces: PackForDevice on
-// the host) and the tiled layout the W4A16 kernels read (kernels/gemv/gemv_w4a16.h).
+// the host) and the tiled layout the W4A16 kernels read (kernels/quant/w4_layout.h).
 //   - LaunchQuantizeQ4_0: bf16 or fp32 [n, k] -> Q4_0 codes and fp16 scales in
 //     the row layout, GGML's rule (d = m / -8 with m the block's value of
 //     largest magnitude, u = min(15, trunc(x * (1 / d) + 8.5)), d stored as

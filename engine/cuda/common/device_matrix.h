@@ -34,7 +34,7 @@ struct DeviceMatrix {
   const __half* w4_scales = nullptr;
   int w4_group = 0;
   // int4 only: the codes are in the paired tiling (a fused gate|up matrix,
-  // kernels/gemv/gemv_w4a16.h), which lets the W4A16 kernel write the gelu
+  // kernels/quant/w4_layout.h), which lets the W4A16 kernel write the gelu
   // gate's output itself (LinearArgs::gelu_gate).
   bool w4_paired = false;
   // int4 only, optional: the same values dequantized to bf16 ((u - 8) d
