@@ -19,6 +19,12 @@
 // SPLIT = 2: the two warps of a pair share 16 keys and split head_dim, adding
 // their partial S^T through shared memory (4 floats a lane), so a warp holds
 // half the output accumulator (64 registers at D = 512 instead of 128).
+// KFV (bf16 cache): keys from values, as the tile kernel's build
+// (KernelParams::kv_weight): a K stage holds K's rotated dims only (the
+// loader's compact stages), the A operand of an unrotated 16-dim chunk is
+// the V row, and Q's unrotated dims are staged as kv_weight * Q in two bf16
+// terms (rounded, and what the rounding left out), a second MMA for the
+// steps that have such dims.
 // Same KernelParams, grid (KV heads, splits, sequences), key ranges
 // (SetUpBlock), loader (KvLoader over RawOffset stages) and outputs
 // (normalized rows, or split partials for CombineSplitsKernel) as the tile
@@ -62,25 +68,28 @@ __device__ __forceinline__ void PairBarrier(int pair) {
   }
 }
 
-template <int D, int WARPS, int STAGES, bool F8, int SPLIT = 1>
+template <int D, int WARPS, int STAGES, bool F8, int SPLIT = 1, bool KFV = false>
 struct KeyRowsShape {
   static_assert(SPLIT == 1 || SPLIT == 2, "head_dim splits in one or two");
+  static_assert(!KFV || !F8, "keys from values: bf16 cache");
   static_assert(WARPS % SPLIT == 0, "whole warp groups");
   static_assert(SPLIT == 1 || WARPS / SPLIT <= 4, "PairBarrier has four ids");
   static constexpr int kGroups = WARPS / SPLIT;   // warp groups, 16 keys each
   static constexpr int kBN = 16 * kGroups;        // keys per tile
   static constexpr int kSteps = D / 16 / SPLIT;   // a warp's 16-dim steps: QK k steps, PV m16 tiles
-  static constexpr int kQBytes = kKeyRowsMaxGroup * D * 2;
-  static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);
-  static constexpr int kSmemBytes = kQBytes + 2 * STAGES * kStageBytes;
+  // The loader's view: TileConfig of a WD = WARPS decode tile with the same
+  // stages (only its K / V layout and thread count are used).
+  using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, F8, false, KFV>;
+  static constexpr int kQTileBytes = kKeyRowsMaxGroup * D * 2;
+  static constexpr int kQBytes = kQTileBytes * (KFV ? 2 : 1);  // KFV: then the second terms
+  static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);   // a V stage (and a K stage but with KFV)
+  static constexpr int kStagesBytes = STAGES * (Loader::S::kKStageBytes + kStageBytes);
+  static constexpr int kSmemBytes = kQBytes + kStagesBytes;
   // The merge at the end reuses the stages: per warp group 8 heads x D
   // outputs, then 8 maxima and 8 sums.
   static constexpr int kMergeBytes = kGroups * (kKeyRowsMaxGroup * D + 2 * kKeyRowsMaxGroup) * 4;
-  static_assert(kMergeBytes <= 2 * STAGES * kStageBytes, "the merge space must fit in the stages");
+  static_assert(kMergeBytes <= kStagesBytes, "the merge space must fit in the stages");
   static_assert(kSteps % 2 == 0, "two 16-dim steps per E4M3 ldmatrix");
-  // The loader's view: TileConfig of a WD = WARPS decode tile with the same
-  // stages (only its K / V layout and thread count are used).
-  using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, F8, false>;
 };
 
 // Element offset of (head, dim) in the Q tile: 16-byte chunks (8 elements)
@@ -91,14 +100,15 @@ __device__ __forceinline__ int KeyRowsQOffset(int head, int dim) {
   return head * D + ((((dim >> 3) ^ head) & (D / 8 - 1)) << 3) + (dim & 7);
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1, bool KFV = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __grid_constant__ KernelParams p) {
-  using Shape = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>;
+  using Shape = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT, KFV>;
   using C = typename Shape::Loader;
   constexpr int kBN = Shape::kBN, kSteps = Shape::kSteps, kGroups = Shape::kGroups, kThreads = WARPS * 32;
   __shared__ float4 partial_s[SPLIT > 1 ? WARPS : 1][32];  // SPLIT: each warp's partial S^T
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // f16 (E4M3 cache) or bf16
+  uint16_t* q_rest_s = q_s + kKeyRowsMaxGroup * D;     // KFV: the second bf16 terms (0 at rotated dims)
   unsigned char* kv_s = smem + Shape::kQBytes;
 
   WaitForPreviousKernel();  // q and this step's K/V rows come from QKV-RoPE (PDL launch)
@@ -117,6 +127,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
     uint32_t v = 0;
     if (head < p.group) v = *reinterpret_cast<const uint32_t*>(q_rows + (b.head0 + head) * D + dim);
     if constexpr (F8) v = Bf16x2ToF16x2(v);
+    if constexpr (KFV) {  // pairs never straddle: rope_pairs is even
+      uint32_t rest = 0;
+      if (!C::Rotated(dim, p.rope_pairs)) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+        const float2 y = make_float2(x.x * __ldg(p.kv_weight + dim), x.y * __ldg(p.kv_weight + dim + 1));
+        v = PackBf16(y.x, y.y);
+        const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+        rest = PackBf16(y.x - h.x, y.y - h.y);
+      }
+      *reinterpret_cast<uint32_t*>(q_rest_s + KeyRowsQOffset<D>(head, dim)) = rest;
+    }
     *reinterpret_cast<uint32_t*>(q_s + KeyRowsQOffset<D>(head, dim)) = v;
   }
   const KvLoader<C> kv(c);
@@ -173,11 +194,26 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
 #pragma unroll
       for (int st = 0; st < kSteps; ++st) {  // one ldmatrix: chunks 2 st, 2 st + 1
         uint32_t r[4];
-        LdMatrixX4(chunk_addr(k_tile, 2 * st), r);
+        bool any_v = false;  // KFV: a chunk of this step is not rotated (warp-uniform)
+        if constexpr (KFV) {  // this lane's row: K's compact stage, or V's where its chunk is not rotated
+          const int col = dim0 / 8 + 2 * st + ld_chunk;
+          const bool from_k = C::Rotated(8 * col, p.rope_pairs);
+          any_v = !C::Rotated(dim0 + 16 * st, p.rope_pairs) || !C::Rotated(dim0 + 16 * st + 8, p.rope_pairs);
+          LdMatrixX4(from_k ? k_tile + 2 * TileOffset<C::kKeyDims>(ld_row, C::KeyChunk(col))
+                            : v_tile + 2 * TileOffset<D>(ld_row, col),
+                     r);
+        } else {
+          LdMatrixX4(chunk_addr(k_tile, 2 * st), r);
+        }
         const int d = dim0 + 16 * st + 2 * t;
         const uint32_t b0 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, d));
         const uint32_t b1 = *reinterpret_cast<const uint32_t*>(q_s + KeyRowsQOffset<D>(g, d + 8));
         MmaBf16(s, r[0], r[1], r[2], r[3], b0, b1);
+        if (KFV && any_v) {
+          const uint32_t c0 = *reinterpret_cast<const uint32_t*>(q_rest_s + KeyRowsQOffset<D>(g, d));
+          const uint32_t c1 = *reinterpret_cast<const uint32_t*>(q_rest_s + KeyRowsQOffset<D>(g, d + 8));
+          MmaBf16(s, r[0], r[1], r[2], r[3], c0, c1);
+        }
       }
     }
 
@@ -319,10 +355,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
   }
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1, bool KFV = false>
 void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT>;
-  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>::kSmemBytes;
+  constexpr auto kernel = DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT, KFV>;
+  constexpr int kSmem = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT, KFV>::kSmemBytes;
   if (p.pdl) {
     LaunchWithPdl(kernel, grid, dim3(WARPS * 32), kSmem, stream, p);
     return;
@@ -330,11 +366,11 @@ void LaunchKeyRows(const KernelParams& p, dim3 grid, cudaStream_t stream) {
   kernel<<<grid, WARPS * 32, kSmem, stream>>>(p);
 }
 
-template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
+template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1, bool KFV = false>
 cudaError_t SetUpKeyRows() {
-  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT>,
+  return cudaFuncSetAttribute(DecodeKeyRowsKernel<D, WARPS, STAGES, MINB, F8, SPLIT, KFV>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>::kSmemBytes);
+                              KeyRowsShape<D, WARPS, STAGES, F8, SPLIT, KFV>::kSmemBytes);
 }
 
 }  // namespace gemma::kernels::attention

@@ -59,10 +59,14 @@ KernelEntry Bf16Decode() {
 // The key-rows kernel: WARPS warps (SPLIT = 2: pairs splitting head_dim) of
 // 16 keys each, STAGES deep, MINB blocks per multiprocessor; over an E4M3
 // cache (F8) or a bf16 one.
+// Over a bf16 cache at head_dim 512 also the keys-from-values build, and the
+// one reading K whole only where MINB blocks of it fit a multiprocessor.
 template <int D, int WARPS, int STAGES, int MINB, bool F8, int SPLIT = 1>
 KernelEntry KeyRows() {
   using S = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT>;
-  static_assert(MINB * (S::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
+  using Kfv = KeyRowsShape<D, WARPS, STAGES, F8, SPLIT, !F8 && D == 512>;
+  constexpr bool kWholeFits = MINB * (S::kSmemBytes + 1024) <= 228 * 1024;
+  static_assert(kWholeFits || MINB * (Kfv::kSmemBytes + 1024) <= 228 * 1024, "the blocks do not fit a multiprocessor");
   KernelEntry e;
   e.name = std::string(SPLIT > 1 ? "kr2-w" : "kr-w") + std::to_string(WARPS) + "s" + std::to_string(STAGES) + "b" +
            std::to_string(MINB);
@@ -78,8 +82,16 @@ KernelEntry KeyRows() {
     e.launch_fp8 = &LaunchKeyRows<D, WARPS, STAGES, MINB, true, SPLIT>;
     e.fp8_blocks_per_sm = MINB;
   } else {
-    e.setup = &SetUpKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
-    e.launch = &LaunchKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
+    if constexpr (kWholeFits) {
+      e.setup = &SetUpKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
+      e.launch = &LaunchKeyRows<D, WARPS, STAGES, MINB, false, SPLIT>;
+    }
+    if constexpr (D == 512) {
+      e.setup_kfv = &SetUpKeyRows<D, WARPS, STAGES, MINB, false, SPLIT, true>;
+      e.launch_kfv = &LaunchKeyRows<D, WARPS, STAGES, MINB, false, SPLIT, true>;
+      e.kfv_max_pairs = D / 8;
+    }
+    e.bf16_blocks_per_sm = MINB;
   }
   return e;
 }
@@ -105,13 +117,15 @@ const std::vector<KernelEntry>& DecodeVariantTable(int head_dim, bool kv_fp8) {
       KeyRows<256, 2, 3, 4, true>(),
       KeyRows<256, 4, 2, 3, true>(),
   };
-  // bf16: the key-rows builds are split as one block per multiprocessor,
-  // the tile build as its two (bf16_blocks_per_sm).
+  // bf16: each build's splits count its blocks per multiprocessor
+  // (bf16_blocks_per_sm).
   static const std::vector<KernelEntry> bf16_512 = {
       Bf16Decode<512, 4, 32, 2, 2>(),  // keys from values only: the default there
       KeyRows<512, 2, 3, 1, false>(),
       KeyRows<512, 2, 2, 1, false>(),
       KeyRows<512, 4, 3, 1, false, 2>(),
+      KeyRows<512, 4, 2, 2, false, 2>(),  // keys from values only: compact K stages, two blocks
+      KeyRows<512, 2, 2, 2, false>(),     // the same
   };
   static const std::vector<KernelEntry> bf16_256 = {
       KeyRows<256, 2, 3, 1, false>(),

@@ -64,8 +64,9 @@ TEST(DecodeNumSplits, FillsTheBlockSlotsOfTheMultiprocessors) {
 }
 
 // The keys-from-values tile build exists only in that form: a bf16 launch
-// reading K whole has no build of it; the key-rows builds serve both ways
-// (reading K whole); out of range serves nothing.
+// reading K whole has no build of it; the key-rows builds whose K stages
+// fit their blocks reading K whole serve both ways, the two-block ones only
+// keys from values; out of range serves nothing.
 TEST(DecodeVariantServes, KeysFromValuesOnlyBuilds) {
   const std::vector<std::string> names = DecodeVariants(512, /*kv_fp8=*/false);
   const auto kfv = std::find(names.begin(), names.end(), "w4n32s2b2");
@@ -90,6 +91,11 @@ TEST(DecodeVariantServes, KeysFromValuesOnlyBuilds) {
   ASSERT_NE(kr, names.end());
   EXPECT_TRUE(DecodeVariantServes(512, false, static_cast<int>(kr - names.begin()), false));
   EXPECT_TRUE(DecodeVariantServes(512, false, static_cast<int>(kr - names.begin()), true));
+  const auto kr_kfv = std::find(names.begin(), names.end(), "kr2-w4s2b2");
+  ASSERT_NE(kr_kfv, names.end());
+  EXPECT_TRUE(DecodeVariantServes(512, false, static_cast<int>(kr_kfv - names.begin()), true));
+  EXPECT_FALSE(DecodeVariantServes(512, false, static_cast<int>(kr_kfv - names.begin()), false));
+  EXPECT_EQ(DecodeVariantBlocksPerSm(512, false, static_cast<int>(kr_kfv - names.begin())), 2);
   EXPECT_FALSE(DecodeVariantServes(512, false, static_cast<int>(names.size()), false));
   EXPECT_TRUE(DecodeVariantServes(512, true, 0, false));
   EXPECT_EQ(DecodeBlocksPerSm(512, false, /*keys_from_values=*/true), 2);
@@ -212,6 +218,49 @@ TEST_F(DecodeAttentionTest, KeysFromValuesReadOnlyTheRotatedKeyDims) {
       }
     }
   }
+}
+
+// Every alternative bf16 build with a keys-from-values launch (the
+// key-rows builds at head_dim 512): K's unrotated dims NaN in the cache,
+// slot and paged caches, one and several splits, against the float64
+// reference, as close to it as the default launch reading K whole.
+TEST_F(DecodeAttentionTest, KeysFromValuesAlternativeBuilds) {
+  AttentionCase c = DecodeCase(512, 32, 4, {1, 777, 2000}, {1, 2, 0});
+  c.capacity = 2048;
+  c.keys_from_values_pairs = 64;
+  c.seed = 91;
+  AttentionProblem prob(c);
+  const std::vector<double> ref = prob.Reference();
+  const std::vector<std::string> variants = DecodeVariants(512, /*kv_fp8=*/false);
+  int served = 0;
+  for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
+    if (!DecodeVariantServes(512, /*kv_fp8=*/false, v, /*keys_from_values=*/true)) continue;
+    ++served;
+    for (int view = 0; view < 2; ++view) {
+      for (int num_splits : {1, 9, 66}) {
+        SCOPED_TRACE(variants[static_cast<size_t>(v)] + " splits " + std::to_string(num_splits) +
+                     (view ? " paged" : ""));
+        DeviceBuffer ws(DecodeWorkspaceBytes(static_cast<int>(c.q_lens.size()), c.num_heads, c.head_dim, num_splits));
+        const AttentionParams base = view ? prob.PagedParams(16) : prob.Params();
+        AttentionParams whole = prob.KeysFromValues(base, /*poison_unrotated_keys=*/false);
+        whole.keys_from_values = nullptr;
+        CUDA_OK(prob.Poison());
+        ASSERT_EQ(LaunchDecodeAttention(whole, ws.as<void>(), num_splits, nullptr), "");
+        CUDA_OK(cudaDeviceSynchronize());
+        const ErrorReport w = Compare(prob.Output(), ref);
+        const AttentionParams p = prob.KeysFromValues(base, /*poison_unrotated_keys=*/true);
+        CUDA_OK(prob.Poison());
+        if (ws.bytes() > 0) CUDA_OK(cudaMemset(ws.as<void>(), 0xff, ws.bytes()));
+        ASSERT_EQ(LaunchDecodeAttentionVariant(p, ws.as<void>(), num_splits, v, nullptr), "");
+        CUDA_OK(cudaDeviceSynchronize());
+        const ErrorReport r = Compare(prob.Output(), ref);
+        EXPECT_EQ(r.num_not_finite, 0);
+        EXPECT_LT(r.rel_error, kTolerance);
+        EXPECT_LE(r.rel_error, w.rel_error * 1.25 + 1e-5) << "K whole: " << w.rel_error;
+      }
+    }
+  }
+  EXPECT_EQ(served, static_cast<int>(variants.size())) << "every bf16 build at head_dim 512 reads keys from values";
 }
 
 TEST_F(DecodeAttentionTest, WindowBoundary15_16_17) {
