@@ -82,7 +82,7 @@ struct KeyRowsShape {
   using Loader = TileConfig<D, 1, WARPS, kBN, STAGES, 1, 0, F8, false, KFV>;
   static constexpr int kQTileBytes = kKeyRowsMaxGroup * D * 2;
   static constexpr int kQBytes = kQTileBytes * (KFV ? 2 : 1);  // KFV: then the second terms
-  static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);   // a V stage (and a K stage but with KFV)
+  static constexpr int kStageBytes = kBN * D * (F8 ? 1 : 2);   // a V stage, and a K stage unless KFV
   static constexpr int kStagesBytes = STAGES * (Loader::S::kKStageBytes + kStageBytes);
   static constexpr int kSmemBytes = kQBytes + kStagesBytes;
   // The merge at the end reuses the stages: per warp group 8 heads x D
