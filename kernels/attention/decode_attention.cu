@@ -24,7 +24,9 @@ constexpr int kCombineThreads = 256;
 static_assert(kCombineThreads >= kMaxSplits, "one split's weight per thread");
 
 // A split block that had no keys to read (past the sequence's length; such
-// blocks are the last splits) writes only its max (-inf) and sum (0).
+// blocks are the last splits) writes only its max (-inf) and sum (0). A
+// split whose scores were NaN also has max -inf (fmaxf drops NaN) but a NaN
+// sum: it counts as live and is read, so the NaN reaches the output.
 __device__ __forceinline__ bool EmptySplit(float m, float l) { return m == -INFINITY && l == 0.f; }
 
 // partial: [num_seqs, num_heads, num_splits, head_dim + 4] floats. One block
@@ -61,7 +63,9 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   auto weight_of = [&](float m) { return m == -INFINITY ? 0.f : exp2f(m - max_all); };
   float sum = 0.f;
-  for (int s = lane32; s < live; s += 32) sum += weight_of(base[s * stride + head_dim]) * base[s * stride + head_dim + 1];
+  for (int s = lane32; s < live; s += 32) {
+    sum += weight_of(base[s * stride + head_dim]) * base[s * stride + head_dim + 1];
+  }
   sum = WarpSum(sum);
   const float inv_sum = sum > 0.f ? __frcp_rn(sum) : sum == 0.f ? 0.f : sum;  // NaN stays NaN
   if (tid < live) weight[tid] = weight_of(base[tid * stride + head_dim]);
