@@ -102,12 +102,9 @@ void FreeWeights(Weights& wt) {
   for (auto* p : wt.sc) cudaFree(p);
 }
 
-// Best microseconds over the tilings at `batch`; `best` gets the tiling's
-// name, `wgmma_us` the best of the wgmma tilings ("wg-", 1e30 if none).
-double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best,
-                 double* wgmma_us) {
+// Best microseconds over the tilings at `batch`; `best` gets the tiling's name.
+double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best) {
   double best_us = 1e30;
-  *wgmma_us = 1e30;
   for (int v = 0; v < k::NumGemvW4Variants(); ++v) {
     if (!k::GemvW4VariantFits(v, batch)) continue;
     int i = 0;
@@ -131,9 +128,8 @@ double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bflo
       best_us = us;
       *best = k::GemvW4VariantName(v);
     }
-    if (ok && std::string(k::GemvW4VariantName(v)).rfind("wg-", 0) == 0 && us < *wgmma_us) *wgmma_us = us;
     if (ok && std::getenv("GEMMA_BENCH_ALL_TILINGS") != nullptr) {
-      std::printf("  tiling %-7d %6dx%-6d b%d  %-16s %8.1f us\n", v, wt.n, wt.kk, batch, k::GemvW4VariantName(v), us);
+      std::printf("  tiling %-3d %6dx%-6d b%d  %-16s %8.1f us\n", v, wt.n, wt.kk, batch, k::GemvW4VariantName(v), us);
     }
   }
   return best_us;
@@ -185,13 +181,10 @@ int main(int argc, char** argv) {
     for (int bi = 0; bi < 7; ++bi) {
       const int batch = kBatches[bi];
       std::string best;
-      double wg_us = 0;
-      const double us = BenchGemv(wt, batch, x, out, &best, &wg_us);
+      const double us = BenchGemv(wt, batch, x, out, &best);
       const double tbs = wt.bytes() / us / 1e6;
-      std::printf("w4-gemv %-12s %6dx%-6d b%d  %8.1f us  %5.2f TB/s  %3.0f%% of ceiling  floor %7.1f us  %s", s.name,
+      std::printf("w4-gemv %-12s %6dx%-6d b%d  %8.1f us  %5.2f TB/s  %3.0f%% of ceiling  floor %7.1f us  %s\n", s.name,
                   s.n, s.k, batch, us, tbs, 100 * tbs / kCeilingTBs, wt.bytes() / kCeilingTBs / 1e6, best.c_str());
-      if (wg_us < 1e29) std::printf("  (best wgmma tiling %.1f us)", wg_us);
-      std::printf("\n");
       if (defaults) layer_us[si][bi] = us;
       if (batch == 1 && defaults) {
         b1_us[si] = us;
@@ -213,7 +206,7 @@ int main(int argc, char** argv) {
                 "(floor %.2f ms) = %.2f ms -> %.0f tok/s linears only\n",
                 layers_us / 1e3, layers_bytes / 1e9, layers_bytes / kCeilingTBs / 1e9, b1_us[6] / 1e3,
                 b1_bytes[6] / kCeilingTBs / 1e9, (layers_us + b1_us[6]) / 1e3, 1e6 / (layers_us + b1_us[6]));
-    for (int bi = 1; bi < 7; ++bi) {
+    for (int bi = 1; bi < 7; ++bi) {  // 50 sliding + 10 global layers, every sixth global
       double sum = 0;
       for (int l = 0; l < 60; ++l) {
         const bool global = l % 6 == 5;

@@ -344,7 +344,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
 
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
   EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
-  if (gp.out_fp8 == nullptr && linear_->FusesGeluGate(w.gate_up, t, 2 * inter, h)) {
+  if (gp.out_fp8 == nullptr && LinearDispatcher::FusesGeluGate(w.gate_up, t)) {
     // The W4A16 kernel writes gelu_tanh(gate) * up itself (paired tiling).
     LinearArgs a{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
     a.gelu_gate = true;

@@ -104,27 +104,6 @@ __device__ __forceinline__ void WgmmaF16RSK(float (&d)[N / 2], const uint32_t (&
       "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"     \
       : GEMMA_WGMMA_ACC128                                   \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
-#define GEMMA_WGMMA_RSK8(T)                                \
-  asm volatile(                                            \
-      "{\n.reg .pred p;\n"                                 \
-      "setp.ne.b32 p, %9, 0;\n"                            \
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32." T "." T \
-      " "                                                  \
-      "{%0, %1, %2, %3}, "                                 \
-      "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"             \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])     \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
-#define GEMMA_WGMMA_RSK16(T)                                \
-  asm volatile(                                             \
-      "{\n.reg .pred p;\n"                                  \
-      "setp.ne.b32 p, %13, 0;\n"                            \
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32." T "." T \
-      " "                                                   \
-      "{" GEMMA_WGMMA_REGS8                                 \
-      "}, "                                                 \
-      "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"           \
-      : GEMMA_WGMMA_ACC8                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d))
 #define GEMMA_WGMMA_RSK32(T)                                \
   asm volatile(                                             \
       "{\n.reg .pred p;\n"                                  \
@@ -174,14 +153,6 @@ __device__ __forceinline__ void WgmmaF16RS<256>(float (&d)[128], const uint32_t 
   GEMMA_WGMMA_RS256("f16");
 }
 template <>
-__device__ __forceinline__ void WgmmaBf16RSK<8>(float (&d)[4], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-  GEMMA_WGMMA_RSK8("bf16");
-}
-template <>
-__device__ __forceinline__ void WgmmaBf16RSK<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
-  GEMMA_WGMMA_RSK16("bf16");
-}
-template <>
 __device__ __forceinline__ void WgmmaBf16RSK<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc, int scale_d) {
   GEMMA_WGMMA_RSK32("bf16");
 }
@@ -201,8 +172,6 @@ __device__ __forceinline__ void WgmmaF16RSK<64>(float (&d)[32], const uint32_t (
 #undef GEMMA_WGMMA_SS32
 #undef GEMMA_WGMMA_SS64
 #undef GEMMA_WGMMA_RS256
-#undef GEMMA_WGMMA_RSK8
-#undef GEMMA_WGMMA_RSK16
 #undef GEMMA_WGMMA_RSK32
 #undef GEMMA_WGMMA_RSK64
 

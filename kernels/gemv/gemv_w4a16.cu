@@ -8,16 +8,9 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/smem_copy.cuh"
 #include "kernels/common/stream_load.cuh"
-#include "kernels/gemv/w4a16_common.cuh"
-#include "kernels/gemv/w4a16_wgmma.h"
 
 namespace gemma::kernels {
 namespace {
-
-using w4::BiasedCodePair;
-using w4::CodePairToBf16x2;
-using w4::HalfBits;
-using w4::StoreTiles;
 
 // Dynamic shared memory of the staged x (StageX): x rows at the padded k
 // and a float per 32-group and column. Batch 1 fits up to k = 32 768; two
@@ -25,6 +18,22 @@ using w4::StoreTiles;
 constexpr int64_t kMaxStagedXBytes = 96 * 1024;
 inline int64_t StagedXBytes(int batch, int k, int nt) {
   return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * 8 * nt * 4;
+}
+
+// Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
+// as bf16x2 values 128 + u, exactly: 0x4300 | u is 128 + u in bf16 (one lop3).
+__device__ __forceinline__ uint32_t BiasedCodePair(uint32_t word, int p) {
+  uint32_t biased;
+  asm("lop3.b32 %0, %1, 0x000f000f, 0x43004300, 0xea;" : "=r"(biased) : "r"(word >> (4 * p)));
+  return biased;
+}
+// The same pair as u - 8 (minus 136).
+__device__ __forceinline__ uint32_t CodePairToBf16x2(uint32_t word, int p) {
+  const uint32_t biased = BiasedCodePair(word, p);
+  __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&biased);
+  const __nv_bfloat162_raw offset_raw{0x4308, 0x4308};  // 136
+  v = __hsub2(v, __nv_bfloat162(offset_raw));
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // d = a * b + c with d and c distinct (c: zeros, so partials need no reset).
@@ -35,6 +44,61 @@ __device__ __forceinline__ void MmaBf16From(float (&d)[4], uint32_t a0, uint32_t
       "{%10, %11, %12, %13};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+__device__ __forceinline__ float HalfBits(uint32_t bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xFFFFu)));
+}
+
+__device__ __forceinline__ float GeluTanh(float x) {
+  const float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+// Accumulator i of (tile r, n8 tile j): tiled row 16 (tile0 + r) + g + 8 (i / 2),
+// batch row 8 j + 2 t + (i % 2). Rows of tiles past the matrix are >= n. A
+// paired tiling's tiled rows map back to the matrix's (W4PairedRow), or with
+// gelu_gate accumulators i and i + 2 are the gate and up sums of one output.
+template <int RT, int NT>
+__device__ __forceinline__ void StoreTiles(const GemvW4Params& p, const float (&acc)[RT][NT][4], int tile0, int g,
+                                           int t) {
+  if (p.gelu_gate) {
+    const int half = p.n / 2;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int col = (tile0 + r) * 8 + g;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int b = 8 * j + 2 * t + i;
+          if (col >= half || b >= p.batch) continue;
+          p.out_bf16[static_cast<size_t>(b) * half + col] = __float2bfloat16(GeluTanh(acc[r][j][i]) * acc[r][j][i + 2]);
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tiled = (tile0 + r) * 16 + g + 8 * (i / 2);
+        const int b = 8 * j + 2 * t + (i % 2);
+        if (tiled >= p.n || b >= p.batch) continue;
+        const int row = p.paired ? static_cast<int>(W4PairedRow(tiled, p.n)) : tiled;
+        const size_t o = static_cast<size_t>(b) * p.n + row;
+        const float v = acc[r][j][i];
+        if (p.out_f32) {
+          p.out_f32[o] = p.softcap > 0.0f ? p.softcap * tanhf(v / p.softcap) : v;
+        } else {
+          p.out_bf16[o] = __float2bfloat16(v);
+        }
+      }
+    }
+  }
 }
 
 // One 32-group (word q of every lane-chunk) of a super-chunk: RT tiles' codes
@@ -615,14 +679,6 @@ constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // The n8-tile count a batch runs with.
 int NtFor(int batch) { return batch <= 8 ? 1 : batch <= 16 ? 2 : batch <= 32 ? 4 : 8; }
 
-// Variants: kTilings, then the wgmma tilings (w4a16_wgmma.h).
-int NumWgmmaTilings() {
-  int count = 0;
-  w4::WgmmaTilings(&count);
-  return count;
-}
-int TilingNt(int v) { return v < kNumTilings ? kTilings[v].nt : w4::WgmmaTilings(nullptr)[v - kNumTilings].nt; }
-
 // Untuned default per width: the first tiling of that width.
 int DefaultTiling(int batch) {
   const int nt = NtFor(batch);
@@ -634,16 +690,15 @@ int DefaultTiling(int batch) {
 
 }  // namespace
 
-int NumGemvW4Variants() { return kNumTilings + NumWgmmaTilings(); }
+int NumGemvW4Variants() { return kNumTilings; }
 
 const char* GemvW4VariantName(int variant) {
-  if (variant < 0 || variant >= NumGemvW4Variants()) return "default";
-  return variant < kNumTilings ? kTilings[variant].name : w4::WgmmaTilings(nullptr)[variant - kNumTilings].name;
+  return variant >= 0 && variant < kNumTilings ? kTilings[variant].name : "default";
 }
 
 bool GemvW4VariantFits(int variant, int batch) {
-  return variant >= 0 && variant < NumGemvW4Variants() && batch >= 1 && batch <= kW4MaxBatch &&
-         TilingNt(variant) == NtFor(batch);
+  return variant >= 0 && variant < kNumTilings && batch >= 1 && batch <= kW4MaxBatch &&
+         kTilings[variant].nt == NtFor(batch);
 }
 
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
@@ -654,16 +709,11 @@ std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
   if (p.softcap > 0.0f && !p.out_f32) return "gemv_w4a16: softcap needs fp32 output";
   if (p.paired && p.n % 16 != 0) return "gemv_w4a16: a paired tiling needs n a multiple of 16";
   if (p.gelu_gate && (!p.paired || !p.out_bf16)) return "gemv_w4a16: gelu_gate needs a paired tiling and bf16 output";
-  if (p.variant < -1 || p.variant >= NumGemvW4Variants()) return "gemv_w4a16: unknown variant";
+  if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_w4a16: unknown variant";
   if (p.variant >= 0 && !GemvW4VariantFits(p.variant, p.batch)) {
     return "gemv_w4a16: variant does not serve this batch size";
   }
-  const int v = p.variant < 0 ? DefaultTiling(p.batch) : p.variant;
-  if (v < kNumTilings) {
-    kTilings[v].launch(p, stream);
-  } else {
-    w4::WgmmaTilings(nullptr)[v - kNumTilings].launch(p, stream);
-  }
+  kTilings[p.variant < 0 ? DefaultTiling(p.batch) : p.variant].launch(p, stream);
   return LaunchError("gemv_w4a16");
 }
 

@@ -67,7 +67,7 @@ int LinearDispatcher::Fp8VariantFor(int n, int k, int m, bool have_codes, bool h
 }
 
 bool LinearDispatcher::TakesFp8Input(const DeviceMatrix& w, int m, int n, int k) const {
-  if (w.int4()) return Int4UsesFp8Copy(w, m, n, k) && TakesFp8Input(w.Fp8Copy(), m, n, k);
+  if (w.int4()) return Int4UsesFp8Copy(w, m) && TakesFp8Input(w.Fp8Copy(), m, n, k);
   if (!w.fp8()) return false;
   if (m > kernels::kGemvMaxBatch || wgmma_.ChoiceFor(w, n, k, m) != nullptr) return true;
   return !kernels::GemvFp8VariantTakesBf16(Fp8VariantFor(n, k, m, true, true));

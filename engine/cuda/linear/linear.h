@@ -64,16 +64,12 @@ class LinearDispatcher {
   // on the copy (DeviceMatrix::w4_bf16) or on the matrix dequantized into a
   // scratch of `max_elements` (reserve the largest n x k before such a Run).
   absl::Status ReserveInt4(int64_t max_elements);
-  // Up to this many rows an int4 matrix with an fp8 copy always runs the
-  // W4A16 kernel; up to kernels::kW4MaxBatch as the tuner chose
-  // (TunedChoices::int4_w4_decode), above on the copy.
-  static constexpr int kMaxW4RowsWithFp8Copy = 8;
-  // Whether Run on int4 weights [n, k] with m rows runs the matrix's fp8 copy.
-  bool Int4UsesFp8Copy(const DeviceMatrix& w, int m, int n, int k) const;
-  // Whether Run(w [n, k], m rows) can take gelu_gate: an int4 matrix in the
-  // paired tiling whose m rows run the W4A16 kernel (not a copy or a
-  // dequantized GEMM). The gelu gate kernel then need not run.
-  bool FusesGeluGate(const DeviceMatrix& w, int m, int n, int k) const;
+  // Whether Run on int4 weights with m rows runs the matrix's fp8 copy.
+  static bool Int4UsesFp8Copy(const DeviceMatrix& w, int m);
+  // Whether Run(w, m rows) can take gelu_gate: an int4 matrix in the paired
+  // tiling whose m rows run the W4A16 kernel (not a copy or a dequantized
+  // GEMM). The gelu gate kernel then need not run.
+  static bool FusesGeluGate(const DeviceMatrix& w, int m);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }

@@ -1,8 +1,7 @@
 // LinearDispatcher's int4 (W4A16) path: the tuned W4A16 kernel for up to
 // kMaxW4Rows rows (one launch per 64), or, for a matrix with a load-time
 // copy, up to kMaxW4RowsWithCopy rows (bf16 copy, DeviceMatrix::w4_bf16) or
-// kMaxW4RowsWithFp8Copy (fp8 copy, w4_fp8; up to 64 where the tuner found
-// the W4A16 kernel faster); above that the bf16 path
+// kMaxW4RowsWithFp8Copy (fp8 copy, w4_fp8); above that the bf16 path
 // (cuBLASLt) or the fp8 path on the copy, or the bf16 path on the matrix
 // dequantized per call into a scratch buffer (prefill passes, where the
 // GEMM's arithmetic outweighs the dequantization).
@@ -24,6 +23,11 @@ constexpr int kMaxW4Rows = 4 * kernels::kW4MaxBatch;
 // (H200, 31B shapes: at 32 and 64 rows the kernel streams 0.3-0.7 TB/s of
 // 4-bit weights, under the bf16 GEMM's time on 3.6x the bytes).
 constexpr int kMaxW4RowsWithCopy = 16;
+// With an fp8 copy, the wgmma FP8 linear's 16-row tiles beat the W4A16
+// kernel's two-n8-tile tilings above 8 rows (H200, 31B shapes, 16 rows:
+// W4A16 27.9-82.2 us at 20-36 % of the read ceiling against the fp8 copy's
+// 2.5-4.3 TB/s, e.g. gate/up 82 vs ~58 us).
+constexpr int kMaxW4RowsWithFp8Copy = 8;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
   kernels::GemvW4Params p;
@@ -55,24 +59,18 @@ absl::Status LinearDispatcher::ReserveInt4(int64_t max_elements) {
   return absl::OkStatus();
 }
 
-// With an fp8 copy, the wgmma FP8 linear's 16-row tiles beat the W4A16
-// kernel's mma.sync tilings above 8 rows (H200, 31B shapes, 16 rows: W4A16
-// 27.9-82.2 us at 20-36 % of the read ceiling against the fp8 copy's
-// 2.5-4.3 TB/s, e.g. gate/up 82 vs ~58 us); its wgmma tilings are timed
-// against the copy per shape and bucket (Tuner::ChooseInt4Decode).
-bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m, int n, int k) const {
-  if (w.w4_bf16 != nullptr || w.w4_fp8 == nullptr || m <= kMaxW4RowsWithFp8Copy) return false;
-  return m > kernels::kW4MaxBatch || !tuner_.choices().int4_w4_decode.contains({n, k, m});
+bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
+  return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
-bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m, int n, int k) const {
-  return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) &&
-         !Int4UsesFp8Copy(w, m, n, k) && m <= kMaxW4Rows;
+bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
+  return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
+         m <= kMaxW4Rows;
 }
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
-  if (a.gelu_gate && !FusesGeluGate(a.w, a.m, a.n, a.k)) {
+  if (a.gelu_gate && !FusesGeluGate(a.w, a.m)) {
     return absl::InvalidArgumentError(absl::StrCat("int4 linear: gelu_gate at ", a.m, " rows needs a paired tiling ",
                                                    "that the W4A16 kernel serves (paired: ", a.w.w4_paired, ")"));
   }
@@ -84,7 +82,7 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
     b.w = DeviceMatrix(a.w.w4_bf16);
     return Run(b, stream);
   }
-  if (Int4UsesFp8Copy(a.w, a.m, a.n, a.k)) {
+  if (Int4UsesFp8Copy(a.w, a.m)) {
     LinearArgs b = a;  // keeps x_fp8: the norm or gelu gate emitted codes for it (TakesFp8Input)
     b.w = a.w.Fp8Copy();
     return Run(b, stream);
@@ -143,7 +141,6 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
     }
   }
   tuner_.choices().gemv_int4[{n, k, batch}] = best;
-  tuner_.choices().gemv_int4_ms[{n, k, batch}] = best_ms;
   return absl::OkStatus();
 }
 

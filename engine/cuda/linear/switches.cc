@@ -38,7 +38,6 @@ std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
-          "GEMMA_INT4_DECODE",
           "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES"};
 }
 
@@ -65,16 +64,6 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.int4_bf16_copy = OnUnlessZero("GEMMA_INT4_BF16_COPY");
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
   s.int4_gelu_gate = OnUnlessZero("GEMMA_INT4_GELU_GATE");
-  if (const char* env = std::getenv("GEMMA_INT4_DECODE"); env != nullptr && *env != '\0') {
-    const std::string v(env);
-    if (v == "w4") {
-      s.int4_decode = Int4Decode::kW4;
-    } else if (v == "copy") {
-      s.int4_decode = Int4Decode::kCopy;
-    } else if (v != "auto") {
-      spdlog::warn("GEMMA_INT4_DECODE='{}' is not one of auto, w4, copy: auto", v);
-    }
-  }
   s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
   if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
     const std::string v(env);

@@ -62,13 +62,6 @@ struct TuningSwitches {
   // writes gelu_tanh(gate) * up itself and the gelu gate kernel does not run
   // where that kernel serves the pass; 0 tiles it plainly (A/B runs).
   bool int4_gelu_gate = true;
-  // GEMMA_INT4_DECODE (default auto): --weights int4 with the fp8 copy,
-  // decode batches of 9..64 rows: auto runs, per shape and batch bucket,
-  // whichever timed faster at start-up, the W4A16 kernel (its best tiling,
-  // the wgmma ones included) or the fp8 path on the copy; w4 always the
-  // W4A16 kernel, copy always the fp8 copy.
-  enum class Int4Decode { kMeasured, kW4, kCopy };
-  Int4Decode int4_decode = Int4Decode::kMeasured;
   // GEMMA_FP8_KV_PREFILL_BF16 (default 1): prefill over an E4M3 KV cache
   // widens the pages each pass reads into a bf16 scratch and runs the bf16
   // attention kernels on it (kernels/attention/kv_expand.h); 0 runs the

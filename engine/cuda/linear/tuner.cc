@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "engine/cuda/common/cuda_util.h"
 #include "engine/cuda/linear/linear.h"
 #include "kernels/attention/autotune.h"
@@ -28,49 +27,7 @@ Tuner::Tuner(const TuningSwitches& switches) : switches_(switches) {
 absl::Status Tuner::TuneLinears(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_slots,
                                 int max_m, float lm_head_softcap, cudaStream_t stream) {
   GEMMA_STATUS_RETURN_IF_ERROR(TuneGemv(linear, mats, max_slots, stream));
-  GEMMA_STATUS_RETURN_IF_ERROR(TuneWgmma(linear, mats, max_m, lm_head_softcap, stream));
-  ChooseInt4Decode(mats);
-  return absl::OkStatus();
-}
-
-void Tuner::ChooseInt4Decode(std::span<const TunedMatrix> mats) {
-  std::set<std::pair<int, int>> shapes;  // (n, k) of int4 matrices whose copy is fp8
-  for (const TunedMatrix& m : mats) {
-    if (m.w.int4() && m.w.w4_fp8 != nullptr && m.w.w4_bf16 == nullptr) shapes.insert({m.n, m.k});
-  }
-  choices_.int4_w4_decode.clear();
-  int pairs = 0;
-  std::string detail;
-  for (const auto& [key, w4_ms] : choices_.gemv_int4_ms) {
-    const auto [n, k, rows] = key;
-    if (rows <= LinearDispatcher::kMaxW4RowsWithFp8Copy || !shapes.contains({n, k})) continue;
-    ++pairs;
-    float copy_ms = 0.0f;  // the copy's path as tuned (0: not timed)
-    if (const auto it = choices_.wgmma.find(key); it != choices_.wgmma.end()) {
-      const WgmmaChoice& c = it->second;
-      copy_ms = c.variant >= 0 && c.wgmma_ms > 0.0f ? std::min(c.wgmma_ms, c.baseline_ms) : c.baseline_ms;
-    }
-    bool w4 = false;
-    switch (switches_.int4_decode) {
-      case TuningSwitches::Int4Decode::kW4:
-        w4 = true;
-        break;
-      case TuningSwitches::Int4Decode::kCopy:
-        break;
-      case TuningSwitches::Int4Decode::kMeasured:
-        w4 = copy_ms > 0.0f && w4_ms < copy_ms;
-        break;
-    }
-    if (w4) choices_.int4_w4_decode.insert(key);
-    absl::StrAppend(&detail, "\n  ", n, "x", k, " @", rows, ": W4A16 ", 1e3f * w4_ms, " us (",
-                    kernels::GemvW4VariantName(choices_.gemv_int4[key]), "), fp8 copy ", 1e3f * copy_ms, " us -> ",
-                    w4 ? "W4A16" : "copy");
-  }
-  if (pairs > 0) {
-    spdlog::info("cuda: int4 decode of {}..{} rows: the W4A16 kernel for {} of {} (shape, batch) pairs:{}",
-                 LinearDispatcher::kMaxW4RowsWithFp8Copy + 1, kernels::kW4MaxBatch, choices_.int4_w4_decode.size(),
-                 pairs, detail);
-  }
+  return TuneWgmma(linear, mats, max_m, lm_head_softcap, stream);
 }
 
 absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_slots,
@@ -108,13 +65,7 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
     for (int b = 1; b <= max_batch; ++b) batches.push_back(b);
     if (m.w.int4()) batches.insert(batches.end(), w4_buckets.begin(), w4_buckets.end());
     for (int b : batches) {
-      // Above 8 rows an int4 matrix's fp8 copy may run instead (the
-      // copy's wgmma choice, ChooseInt4Decode); timed here unless copy is forced.
-      if (m.w.int4() && m.w.w4_fp8 != nullptr && m.w.w4_bf16 == nullptr &&
-          b > LinearDispatcher::kMaxW4RowsWithFp8Copy &&
-          switches_.int4_decode == TuningSwitches::Int4Decode::kCopy) {
-        continue;
-      }
+      if (m.w.int4() && LinearDispatcher::Int4UsesFp8Copy(m.w, b)) continue;  // the copy's wgmma choice instead
       if (m.w.int4()) {
         GEMMA_STATUS_RETURN_IF_ERROR(linear.AutotuneInt4(m.n, m.k, b, int4_copies[{m.n, m.k}],
                                                          x.get<__nv_bfloat16>(), out.get<float>(), stream));

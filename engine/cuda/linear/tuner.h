@@ -16,7 +16,6 @@
 #include <cuda_runtime.h>
 
 #include <map>
-#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -65,11 +64,6 @@ struct TunedChoices {
   std::map<ShapeKey, int> gemv_bf16;           // GEMV variant: LinearDispatcher::Autotune
   std::map<ShapeKey, Fp8GemvChoice> gemv_fp8;  // LinearDispatcher::Autotune
   std::map<ShapeKey, int> gemv_int4;           // W4A16 GEMV variant: LinearDispatcher::AutotuneInt4
-  std::map<ShapeKey, float> gemv_int4_ms;      // and its time
-  // (n, k, bucket) of an int4 matrix with an fp8 copy whose decode batches
-  // of 9..64 rows run the W4A16 kernel instead of the copy: Tuner::TuneLinears
-  // (GEMMA_INT4_DECODE).
-  std::set<ShapeKey> int4_w4_decode;
   std::map<ShapeKey, WgmmaChoice> wgmma;       // WgmmaPath::Autotune
   // The algorithm each planned GEMM runs: timed at first use for the hot
   // shapes (LtGemm::Tune), else the heuristic's first.
@@ -119,9 +113,6 @@ class Tuner {
  private:
   absl::Status TuneGemv(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_slots,
                         cudaStream_t stream);
-  // int4 matrices with an fp8 copy: which path each decode bucket of 9..64
-  // rows runs (TunedChoices::int4_w4_decode), from the two tunings' times.
-  void ChooseInt4Decode(std::span<const TunedMatrix> mats);
   absl::Status TuneWgmma(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_m,
                          float lm_head_softcap, cudaStream_t stream);
 
