@@ -5,7 +5,8 @@
 //      keep them out of L2; the fastest is reported as tiled code + scale
 //      bytes / time, against the read ceiling (4.35 TB/s, read-bw-bench);
 //      then the batch-1 sum of one token (50 sliding + 10 global layers, the
-//      LM head in int4 and apart) and its read floor;
+//      LM head in int4 and apart) and its read floor, and the 60 layers' sum
+//      at every other batch;
 //   2. the path above the kernel's rows, m = 128..2048: dequantize to bf16 +
 //      cuBLAS bf16 GEMM, TFLOP/s of the GEMM alone and of both
 //      (GEMMA_BENCH_NO_GEMM=1 leaves it out).
