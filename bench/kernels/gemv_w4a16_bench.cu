@@ -173,9 +173,8 @@ int main(int argc, char** argv) {
   cublasHandle_t handle = nullptr;
   if (gemm) cublasCreate(&handle);
   constexpr int kBatches[] = {1, 2, 4, 8, 16, 32, 64};
-  double b1_us[7] = {};
-  double b1_bytes[7] = {};
-  double layer_us[7][7] = {};  // [shape][batch index]: the best tiling's time
+  double shape_us[7][7] = {};  // [shape][batch index]: the best tiling's time
+  double shape_bytes[7] = {};
   for (size_t si = 0; si < shapes.size(); ++si) {
     const Shape& s = shapes[si];
     Weights wt = MakeWeights(s.n, s.k);
@@ -186,10 +185,9 @@ int main(int argc, char** argv) {
       const double tbs = wt.bytes() / us / 1e6;
       std::printf("w4-gemv %-12s %6dx%-6d b%d  %8.1f us  %5.2f TB/s  %3.0f%% of ceiling  floor %7.1f us  %s\n", s.name,
                   s.n, s.k, batch, us, tbs, 100 * tbs / kCeilingTBs, wt.bytes() / kCeilingTBs / 1e6, best.c_str());
-      if (defaults) layer_us[si][bi] = us;
-      if (batch == 1 && defaults) {
-        b1_us[si] = us;
-        b1_bytes[si] = wt.bytes();
+      if (defaults) {
+        shape_us[si][bi] = us;
+        shape_bytes[si] = wt.bytes();
       }
     }
     if (gemm && s.n <= 43008) {
@@ -199,21 +197,20 @@ int main(int argc, char** argv) {
     FreeWeights(wt);
   }
   if (defaults) {
-    // qkv-s, qkv-g, o-s, o-g, gate-up, down, lm-head
-    const double layers_us = 50 * (b1_us[0] + b1_us[2] + b1_us[4] + b1_us[5]) + 10 * (b1_us[1] + b1_us[3] + b1_us[4] + b1_us[5]);
-    const double layers_bytes =
-        50 * (b1_bytes[0] + b1_bytes[2] + b1_bytes[4] + b1_bytes[5]) + 10 * (b1_bytes[1] + b1_bytes[3] + b1_bytes[4] + b1_bytes[5]);
+    // Shapes: qkv-s, qkv-g, o-s, o-g, gate-up, down, lm-head; 50 sliding + 10 global layers.
+    auto layers = [](const double* v) { return 50 * (v[0] + v[2] + v[4] + v[5]) + 10 * (v[1] + v[3] + v[4] + v[5]); };
+    auto layers_at = [&](int bi) {
+      double v[7];
+      for (int i = 0; i < 7; ++i) v[i] = shape_us[i][bi];
+      return layers(v);
+    };
+    const double layers_us = layers_at(0), layers_bytes = layers(shape_bytes), head_us = shape_us[6][0];
     std::printf("decode token, batch 1: 60 layers' int4 linears %.2f ms (%.2f GB, floor %.2f ms); + int4 LM head %.2f ms "
                 "(floor %.2f ms) = %.2f ms -> %.0f tok/s linears only\n",
-                layers_us / 1e3, layers_bytes / 1e9, layers_bytes / kCeilingTBs / 1e9, b1_us[6] / 1e3,
-                b1_bytes[6] / kCeilingTBs / 1e9, (layers_us + b1_us[6]) / 1e3, 1e6 / (layers_us + b1_us[6]));
-    for (int bi = 1; bi < 7; ++bi) {  // 50 sliding + 10 global layers, every sixth global
-      double sum = 0;
-      for (int l = 0; l < 60; ++l) {
-        const bool global = l % 6 == 5;
-        sum += layer_us[global ? 1 : 0][bi] + layer_us[global ? 3 : 2][bi] + layer_us[4][bi] + layer_us[5][bi];
-      }
-      std::printf("decode step, batch %d: 60 layers' int4 linears %.2f ms\n", kBatches[bi], sum / 1e3);
+                layers_us / 1e3, layers_bytes / 1e9, layers_bytes / kCeilingTBs / 1e9, head_us / 1e3,
+                shape_bytes[6] / kCeilingTBs / 1e9, (layers_us + head_us) / 1e3, 1e6 / (layers_us + head_us));
+    for (int bi = 1; bi < 7; ++bi) {
+      std::printf("decode step, batch %d: 60 layers' int4 linears %.2f ms\n", kBatches[bi], layers_at(bi) / 1e3);
     }
   }
   CHECK_CUDA(cudaGetLastError());
