@@ -157,10 +157,12 @@ const KernelEntry* Fp8DecodeDefault(int head_dim, int group) {
 // attention-bench --batch-decode on the H200, µs per layer of the 31B's
 // global layer over a bf16 cache, the tile kernel's decode (33 splits at
 // batch 1) -> keys from values on w4n32s2b2 (compact K stages, two blocks
-// per multiprocessor, 66 splits): batch 1 @131 072 281.7 -> 234.9, @8 192
-// 30.2 -> 31.7, @512 11.6 -> 21.1; batch 64 @1 024 147.4 -> 119.3. The
-// same tiles reading K whole did not fit two blocks per multiprocessor;
-// w4n16s2b2, which does, took 259.4 @131 072.
+// per multiprocessor, 66 splits, the second bf16 terms of kv_weight * Q in
+// the m16 tile's rows 8-15): batch 1 @131 072 278.3 -> 203.0, @8 192
+// 28.0 -> 28.9, @512 9.4 -> 11.0 (with the second terms as a second MMA
+// and its 32 registers: 232.4, 33.5, 13.9; batch 64 @1 024 147.4 -> 119.3
+// then). The same tiles reading K whole did not fit two blocks per
+// multiprocessor; w4n16s2b2, which does, took 259.4 @131 072.
 const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
   // Looked up once: decode launches and split counts ask for it per layer.
   static const KernelEntry* const entry = []() -> const KernelEntry* {
@@ -173,8 +175,11 @@ const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
 }
 
 bool ServesKeysFromValues(const KernelEntry& e, const AttentionParams& params) {
+  // Every keys-from-values build serves GQA groups of up to 8 heads (the
+  // tile builds' second bf16 terms take m16 rows 8-15, tile_kernel.cuh).
   return !params.kv_fp8 && params.keys_from_values != nullptr && e.launch_kfv != nullptr &&
-         params.rope_pairs % 8 == 0 && params.rope_pairs <= e.kfv_max_pairs;
+         params.rope_pairs % 8 == 0 && params.rope_pairs <= e.kfv_max_pairs &&
+         params.num_heads <= kKeyRowsMaxGroup * params.num_kv_heads;
 }
 
 bool DecodeBuildServesGroup(const KernelEntry& e, int group) {

@@ -65,7 +65,11 @@ namespace gemma::kernels::attention {
 // are kv_weight * V, so only K's rotated dims are copied (into K stages of
 // TileConfig::kKeyDims columns), Q K^T reads the V tile for the other dims,
 // and kv_weight is folded into those Q columns once. At 512 dims with 64
-// rotated pairs that is 5/8 of the bytes and 5/8 of the stage memory.
+// rotated pairs that is 5/8 of the bytes and 5/8 of the stage memory. A
+// KFV block has one m16 tile and at most 8 live rows (one token of a GQA
+// group of <= 8 heads, ServesKeysFromValues), so rows 8-15 carry what
+// rounding kv_weight * Q to bf16 left out (FoldKeyWeight) and one MMA per
+// fragment gives both terms (ComputeS).
 template <int D, int WM, int WD, int BN, int STAGES, int MR = 1, int PX = 0, bool F8 = false, int MINB = 1,
           bool PAD = false, bool KFV = false>
 __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThreads, MINB)
@@ -73,7 +77,8 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
   using C = TileConfig<D, WM, WD, BN, STAGES, MR, PX, F8, PAD, KFV>;
   using S = typename C::S;
   constexpr int kBM = C::kBM, kDW = C::kDW;
-  static_assert(!KFV || (!F8 && S::kQInRegs), "keys from values: bf16 cache, Q fragments in registers");
+  static_assert(!KFV || (!F8 && S::kQInRegs && kBM == 16), "keys from values: bf16 cache, Q fragments in "
+                "registers, one m16 tile");
   extern __shared__ __align__(128) unsigned char smem[];
   // Q, then the K stages, the V stages and the reduction space.
   unsigned char* kv_s = smem + S::kQBytes;
@@ -120,9 +125,6 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     row_sum[i][0] = row_sum[i][1] = 0.f;
   }
   uint32_t q_frag[MR][C::kQFrags][4];
-  // KFV: what rounding kv_weight * Q to bf16 left out, a second bf16 term
-  // (zero in rotated columns), so Q K^T keeps fp32 products of Q and w.
-  uint32_t q_rest[KFV ? MR : 1][KFV ? C::kQFrags : 1][4];
 
   for (int tile = 0; tile < b.num_tiles; ++tile) {
     const int stage = tile % STAGES;
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
 #pragma unroll
           for (int ks = 0; ks < kDW / 16; ++ks) {
             LoadQFrag(c, i, ks, q_frag[i][ks]);
-            if constexpr (KFV) FoldKeyWeight(c, ks, q_frag[i][ks], q_rest[KFV ? i : 0][KFV ? ks : 0]);
+            if constexpr (KFV) FoldKeyWeight(c, ks, q_frag[i][ks]);
           }
       }
     }
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(TileShape<D, WM, WD, BN, STAGES, MR, PX>::kThr
     if (!p.length_aware && (u0 < b.valid_lo || u0 + BN > b.valid_hi)) ZeroStaleV(c, stage, u0);
 
     float s[MR][C::kNT][4];
-    ComputeS(c, c.k_stage(stage), c.v_stage(stage), q_frag, q_rest, s);
+    ComputeS(c, c.k_stage(stage), c.v_stage(stage), q_frag, s);
     float x[MR][C::kOwn][4];
     SumColumnWarps(c, s, x);
     MaskAndScale(c, u0, row_pos, x);

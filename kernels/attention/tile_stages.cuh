@@ -151,30 +151,31 @@ __device__ __forceinline__ void LoadQFrag(const TileCtx<C>& c, int i, int ks, ui
 }
 
 // KFV: Q's unrotated columns of fragment (this warp, 16 dims ks) times
-// kv_weight as two bf16 terms, a (rounded) + rest (what the rounding left
-// out; zero in rotated columns). The two MMAs' sum is then Q (kv_weight *
-// V)^T with V's own bf16 rounding only, as close to the math as the plain
-// kernel reading K = bf16(kv_weight * rms0(k)) (one rounding each).
+// kv_weight, rounded to bf16 in rows 0-7 and what the rounding left out
+// (zero in rotated columns) as a second bf16 term in rows 8-15, whose own
+// Q rows are never live (tile_kernel.cuh). ComputeS adds accumulator rows
+// r + 8 to rows r: Q (kv_weight * V)^T with V's own bf16 rounding only, as
+// close to the math as the plain kernel reading K = bf16(kv_weight *
+// rms0(k)) (one rounding each).
 // A fragment register holds columns 2 (lane % 4) + {0, 1} (registers 0, 1)
-// and + 8 (registers 2, 3).
+// and + 8 (registers 2, 3) of rows lane / 4 (registers 0, 2) and lane / 4 +
+// 8 (registers 1, 3).
 template <class C>
-__device__ __forceinline__ void FoldKeyWeight(const TileCtx<C>& c, int ks, uint32_t (&a)[4], uint32_t (&rest)[4]) {
+__device__ __forceinline__ void FoldKeyWeight(const TileCtx<C>& c, int ks, uint32_t (&a)[4]) {
   const int d0 = c.wd * C::kDW + ks * 16 + 2 * (c.lane & 3);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int d = d0 + 8 * half;
-    rest[2 * half] = rest[2 * half + 1] = 0u;
+    uint32_t& row = a[2 * half];
+    uint32_t& rest = a[2 * half + 1];
+    rest = 0u;
     if (C::Rotated(d, c.p.rope_pairs)) continue;  // pairs never straddle: rope_pairs is even
     const float2 w = make_float2(__ldg(c.p.kv_weight + d), __ldg(c.p.kv_weight + d + 1));
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[2 * half + r]));
-      const float2 y = make_float2(x.x * w.x, x.y * w.y);
-      const uint32_t hi = PackBf16(y.x, y.y);
-      const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&hi));
-      a[2 * half + r] = hi;
-      rest[2 * half + r] = PackBf16(y.x - h.x, y.y - h.y);
-    }
+    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&row));
+    const float2 y = make_float2(x.x * w.x, x.y * w.y);
+    row = PackBf16(y.x, y.y);
+    const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&row));
+    rest = PackBf16(y.x - h.x, y.y - h.y);
   }
 }
 
@@ -198,11 +199,12 @@ __device__ __forceinline__ void ZeroStaleV(const TileCtx<C>& c, int stage, int u
 // warp's MR row tiles. E4M3: one ldmatrix gives 32 keys (register j: keys
 // 8j..8j+7) x 16 dims, already in the permuted fragment order. KFV: each
 // lane's ldmatrix row address is in the V tile where its 8 dims are not
-// rotated (Q holds kv_weight there).
-template <class C, class Rest>
+// rotated (Q holds kv_weight there), and accumulator rows 8-15 (the second
+// terms, FoldKeyWeight) are added to rows 0-7, which rows 8-15 then repeat
+// (never stored).
+template <class C>
 __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned char* k_tile, const unsigned char* v_tile,
-                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], const Rest& q_rest,
-                                         float (&s)[C::MR][C::kNT][4]) {
+                                         uint32_t (&q_frag)[C::MR][C::kQFrags][4], float (&s)[C::MR][C::kNT][4]) {
   constexpr int MR = C::MR, D = C::D, kDW = C::kDW;
   constexpr bool kQInRegs = C::S::kQInRegs;
   const int lane = c.lane;
@@ -235,12 +237,8 @@ __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned cha
     } else {
       const int col = (c.wd * kDW + ks * 16) / 8 + ((lane >> 3) & 1);
       // This lane's ldmatrix row address: K's stage, or (KFV, unrotated) V's.
-      bool from_k = true, any_v = false;  // any_v: some lane of the warp reads V (warp-uniform)
-      if constexpr (C::KFV) {
-        from_k = C::Rotated(col * 8, c.p.rope_pairs);
-        const int d = c.wd * kDW + ks * 16;
-        any_v = !C::Rotated(d, c.p.rope_pairs) || !C::Rotated(d + 8, c.p.rope_pairs);
-      }
+      bool from_k = true;
+      if constexpr (C::KFV) from_k = C::Rotated(col * 8, c.p.rope_pairs);
       const __nv_bfloat16* ks_s = reinterpret_cast<const __nv_bfloat16*>(from_k ? k_tile : v_tile);
 #pragma unroll
       for (int n2 = 0; n2 < C::BN / 16; ++n2) {
@@ -253,14 +251,17 @@ __device__ __forceinline__ void ComputeS(const TileCtx<C>& c, const unsigned cha
           const uint32_t(&a)[4] = kQInRegs ? q_frag[i][kQInRegs ? ks : 0] : a_tmp[i];
           Mma16816(s[i][2 * n2], a, bk[0], bk[1]);
           Mma16816(s[i][2 * n2 + 1], a, bk[2], bk[3]);
-          if constexpr (C::KFV) {
-            if (any_v) {
-              Mma16816(s[i][2 * n2], q_rest[i][ks], bk[0], bk[1]);
-              Mma16816(s[i][2 * n2 + 1], q_rest[i][ks], bk[2], bk[3]);
-            }
-          }
         }
       }
+    }
+  }
+  if constexpr (C::KFV) {
+#pragma unroll
+    for (int n = 0; n < C::kNT; ++n) {
+      s[0][n][0] += s[0][n][2];
+      s[0][n][1] += s[0][n][3];
+      s[0][n][2] = s[0][n][0];
+      s[0][n][3] = s[0][n][1];
     }
   }
 }
