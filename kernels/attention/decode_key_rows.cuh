@@ -128,14 +128,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) DecodeKeyRowsKernel(const __
     if (head < p.group) v = *reinterpret_cast<const uint32_t*>(q_rows + (b.head0 + head) * D + dim);
     if constexpr (F8) v = Bf16x2ToF16x2(v);
     if constexpr (KFV) {  // pairs never straddle: rope_pairs is even
-      uint32_t rest = 0;
-      if (!C::Rotated(dim, p.rope_pairs)) {
-        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-        const float2 y = make_float2(x.x * __ldg(p.kv_weight + dim), x.y * __ldg(p.kv_weight + dim + 1));
-        v = PackBf16(y.x, y.y);
-        const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-        rest = PackBf16(y.x - h.x, y.y - h.y);
-      }
+      const uint32_t rest = C::Rotated(dim, p.rope_pairs) ? 0u : WeightBf16x2Exact(v, p.kv_weight + dim);
       *reinterpret_cast<uint32_t*>(q_rest_s + KeyRowsQOffset<D>(head, dim)) = rest;
     }
     *reinterpret_cast<uint32_t*>(q_s + KeyRowsQOffset<D>(head, dim)) = v;

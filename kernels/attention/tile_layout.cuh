@@ -84,6 +84,17 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// Two bf16 values (packed, dims d and d + 1) times w[0], w[1] as two bf16
+// terms: the rounded products (in place) and what the rounding left out
+// (returned), so their sum keeps the fp32 products (keys from values).
+__device__ __forceinline__ uint32_t WeightBf16x2Exact(uint32_t& v, const float* w) {
+  const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  const float2 y = make_float2(x.x * __ldg(w), x.y * __ldg(w + 1));
+  v = PackBf16(y.x, y.y);
+  const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  return PackBf16(y.x - h.x, y.y - h.y);
+}
+
 // Two bf16 values (packed) times c, rounded to bf16.
 __device__ __forceinline__ uint32_t ScaleBf16x2(uint32_t v, __nv_bfloat162 c) {
   __nv_bfloat162 x = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&v), c);

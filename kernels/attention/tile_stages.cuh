@@ -165,17 +165,8 @@ __device__ __forceinline__ void FoldKeyWeight(const TileCtx<C>& c, int ks, uint3
   const int d0 = c.wd * C::kDW + ks * 16 + 2 * (c.lane & 3);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int d = d0 + 8 * half;
-    uint32_t& row = a[2 * half];
-    uint32_t& rest = a[2 * half + 1];
-    rest = 0u;
-    if (C::Rotated(d, c.p.rope_pairs)) continue;  // pairs never straddle: rope_pairs is even
-    const float2 w = make_float2(__ldg(c.p.kv_weight + d), __ldg(c.p.kv_weight + d + 1));
-    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&row));
-    const float2 y = make_float2(x.x * w.x, x.y * w.y);
-    row = PackBf16(y.x, y.y);
-    const float2 h = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&row));
-    rest = PackBf16(y.x - h.x, y.y - h.y);
+    const int d = d0 + 8 * half;  // pairs never straddle: rope_pairs is even
+    a[2 * half + 1] = C::Rotated(d, c.p.rope_pairs) ? 0u : WeightBf16x2Exact(a[2 * half], c.p.kv_weight + d);
   }
 }
 
