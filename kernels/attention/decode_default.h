@@ -17,7 +17,8 @@ const KernelEntry* Fp8DecodeDefault(int head_dim, int group);
 inline constexpr const char* kKeysFromValuesDefault = "w4n32s2b2";
 const KernelEntry* KeysFromValuesDecodeDefault(int head_dim);
 // Whether `e` has a keys-from-values build that serves params: a bf16 cache,
-// keys_from_values set, rope_pairs a multiple of 8 up to e.kfv_max_pairs.
+// keys_from_values set, rope_pairs a multiple of 8 up to e.kfv_max_pairs, a
+// GQA group of at most kKeysFromValuesMaxGroup heads.
 bool ServesKeysFromValues(const KernelEntry& e, const AttentionParams& params);
 
 // False for a key-rows build and a group above the 8 query heads per KV head

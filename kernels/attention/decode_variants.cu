@@ -175,11 +175,9 @@ const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
 }
 
 bool ServesKeysFromValues(const KernelEntry& e, const AttentionParams& params) {
-  // Every keys-from-values build serves GQA groups of up to 8 heads (the
-  // tile builds' second bf16 terms take m16 rows 8-15, tile_kernel.cuh).
   return !params.kv_fp8 && params.keys_from_values != nullptr && e.launch_kfv != nullptr &&
          params.rope_pairs % 8 == 0 && params.rope_pairs <= e.kfv_max_pairs &&
-         params.num_heads <= kKeyRowsMaxGroup * params.num_kv_heads;
+         params.num_heads <= kKeysFromValuesMaxGroup * params.num_kv_heads;
 }
 
 bool DecodeBuildServesGroup(const KernelEntry& e, int group) {

@@ -84,6 +84,12 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// The largest GQA group a keys-from-values build serves. The tile build's
+// m16 tile holds the group's heads in rows 0-7 and the second bf16 terms of
+// kv_weight * Q in rows 8-15 (tile_kernel.cuh); the key-rows build's MMA
+// has the group's heads as its n8 columns (decode_key_rows.cuh).
+inline constexpr int kKeysFromValuesMaxGroup = 8;
+
 // Two bf16 values (packed, dims d and d + 1) times w[0], w[1] as two bf16
 // terms: the rounded products (in place) and what the rounding left out
 // (returned), so their sum keeps the fp32 products (keys from values).
