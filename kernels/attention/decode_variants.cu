@@ -159,10 +159,9 @@ const KernelEntry* Fp8DecodeDefault(int head_dim, int group) {
 // batch 1) -> keys from values on w4n32s2b2 (compact K stages, two blocks
 // per multiprocessor, 66 splits, the second bf16 terms of kv_weight * Q in
 // the m16 tile's rows 8-15): batch 1 @131 072 278.3 -> 203.0, @8 192
-// 28.0 -> 28.9, @512 9.4 -> 11.0 (with the second terms as a second MMA
-// and its 32 registers: 232.4, 33.5, 13.9; batch 64 @1 024 147.4 -> 119.3
-// then). The same tiles reading K whole did not fit two blocks per
-// multiprocessor; w4n16s2b2, which does, took 259.4 @131 072.
+// 28.0 -> 28.9, @512 9.4 -> 11.0. The same tiles reading K whole did not
+// fit two blocks per multiprocessor; w4n16s2b2, which does, took 259.4
+// @131 072.
 const KernelEntry* KeysFromValuesDecodeDefault(int head_dim) {
   // Looked up once: decode launches and split counts ask for it per layer.
   static const KernelEntry* const entry = []() -> const KernelEntry* {
