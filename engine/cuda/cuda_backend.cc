@@ -152,17 +152,19 @@ absl::Status CudaBackend::Impl::LoadWeights() {
     checkpoint = &model->weights;
   }
   GEMMA_STATUS_RETURN_IF_ERROR(cuda::CheckHeadDims(config));
-  auto w = checkpoint ? cuda::DeviceWeights::Upload(config, *checkpoint, stream, dtype)
-                      : cuda::DeviceWeights::Random(config, tuning.random_seed, stream, dtype);
+  const cuda::Int4Copy int4_copy = tuner->switches().int4_fp8_copy    ? cuda::Int4Copy::kFp8
+                                   : tuner->switches().int4_bf16_copy ? cuda::Int4Copy::kBf16
+                                                                      : cuda::Int4Copy::kNone;
+  // Without a bf16 copy the int4 layer matrices are read one at a time as
+  // they are quantized: never all of them in bf16 at once.
+  const bool defer = dtype == WeightDType::kINT4 && int4_copy != cuda::Int4Copy::kBf16;
+  auto w = checkpoint ? cuda::DeviceWeights::Upload(config, *checkpoint, stream, dtype, defer)
+                      : cuda::DeviceWeights::Random(config, tuning.random_seed, stream, dtype, defer);
   if (!w.ok()) return w.status();
   weights = std::move(*w);
   if (dtype == WeightDType::kINT4) {
-    GEMMA_STATUS_RETURN_IF_ERROR(
-        weights->QuantizeLinearsInt4(config, checkpoint,
-                                    tuner->switches().int4_fp8_copy ? cuda::Int4Copy::kFp8
-                                    : tuner->switches().int4_bf16_copy ? cuda::Int4Copy::kBf16
-                                                                       : cuda::Int4Copy::kNone,
-                                    tuner->switches().int4_gelu_gate, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(weights->QuantizeLinearsInt4(config, checkpoint, int4_copy,
+                                                              tuner->switches().int4_gelu_gate, stream));
   }
   return absl::OkStatus();
 }

@@ -76,8 +76,16 @@ class Progress {
 class DeviceWeights::Planner {
  public:
   Planner(std::vector<Piece>* pieces, bool fp8) : pieces_(pieces), fp8_(fp8) {}
+  // Whether the next matrices' rows go to the deferred space (set per matrix).
+  void set_deferring(bool on) { deferring_ = on; }
   // Appends `count` elements (rows of `cols`) to the current linear-layer matrix.
   int64_t Rows(const TensorRef* src, const TensorRef* scale, int64_t count, int cols) {
+    if (deferring_) {
+      const int64_t at = deferred_used_;
+      pieces_->push_back({Arena::kDeferred, at, count, cols, 0, src, nullptr, 0.0f, kMatrixStd});
+      deferred_used_ += count;
+      return at;
+    }
     if (!fp8_) return Bf16Rows(src, count);
     const int64_t at = fp8_used_;
     const TensorRef* scale_src = scale && scale->info ? scale : nullptr;
@@ -92,9 +100,12 @@ class DeviceWeights::Planner {
     return at;
   }
   // Where the next matrix's rows (and fp8 row scales) will start.
-  std::pair<int64_t, int64_t> Next() const { return {fp8_ ? fp8_used_ : bf16_used_, f32_used_}; }
+  std::pair<int64_t, int64_t> Next() const {
+    return {deferring_ ? deferred_used_ : fp8_ ? fp8_used_ : bf16_used_, f32_used_};
+  }
   void EndMatrix() {
     bf16_used_ = AlignUp(bf16_used_);
+    deferred_used_ = AlignUp(deferred_used_);
     fp8_used_ = (fp8_used_ + 255) / 256 * 256;  // bytes
     f32_used_ = AlignUp(f32_used_);
   }
@@ -107,6 +118,7 @@ class DeviceWeights::Planner {
   int64_t bf16_used() const { return bf16_used_; }
   int64_t f32_used() const { return f32_used_; }
   int64_t fp8_used() const { return fp8_used_; }
+  int64_t deferred_used() const { return deferred_used_; }
 
  private:
   int64_t Bf16Rows(const TensorRef* src, int64_t count) {
@@ -117,13 +129,15 @@ class DeviceWeights::Planner {
   }
   std::vector<Piece>* pieces_;
   bool fp8_;
-  int64_t bf16_used_ = 0, f32_used_ = 0, fp8_used_ = 0;
+  bool deferring_ = false;
+  int64_t bf16_used_ = 0, f32_used_ = 0, fp8_used_ = 0, deferred_used_ = 0;
 };
 
-// A linear-layer matrix's data offset (bf16 or fp8 arena) and, for fp8, its
-// row scales' offset in the f32 arena.
+// A linear-layer matrix's data offset (bf16 or fp8 arena, or the deferred
+// space) and, for fp8, its row scales' offset in the f32 arena.
 struct DeviceWeights::MatrixOffsets {
   int64_t data = 0, scale = 0;
+  bool deferred = false;
 };
 
 // Offsets (elements) of one layer's tensors in the arenas.
@@ -133,30 +147,37 @@ struct DeviceWeights::LayerOffsets {
 };
 
 DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelConfig& c, int l,
-                                                     const LayerWeights* lw) {
+                                                     const LayerWeights* lw, bool defer) {
   const LayerSpec& s = c.layers[l];
   const int h = c.hidden_size, inter = c.intermediate_size, d = s.head_dim;
   const int q_width = c.num_heads * d;
-  auto start = [&pl]() {
+  // A W4A16 checkpoint's matrices its ignore list names (no packed parts)
+  // stay bf16; the others need no bf16 place at all.
+  const bool w4a16 = lw != nullptr && c.int4_checkpoint.has_value();
+  auto start = [&](const PackedInt4Ref* packed) {
+    pl.set_deferring(defer && (!w4a16 || packed->present()));
     const auto [data, scale] = pl.Next();
-    return MatrixOffsets{data, scale};
+    return MatrixOffsets{data, scale, defer && (!w4a16 || packed->present())};
   };
+  const LayerWeights none;
+  const LayerWeights& p = lw ? *lw : none;
   LayerOffsets o;
-  o.qkv = start();
+  o.qkv = start(&p.q_proj_int4);
   pl.Rows(lw ? &lw->q_proj : nullptr, lw ? &lw->q_proj_scale : nullptr, int64_t{q_width} * h, h);
   pl.Rows(lw ? &lw->k_proj : nullptr, lw ? &lw->k_proj_scale : nullptr, int64_t{s.num_kv_heads} * d * h, h);
   if (!s.k_eq_v) pl.Rows(lw ? &lw->v_proj : nullptr, lw ? &lw->v_proj_scale : nullptr, int64_t{s.num_kv_heads} * d * h, h);
   pl.EndMatrix();
-  o.o = start();
+  o.o = start(&p.o_proj_int4);
   pl.Rows(lw ? &lw->o_proj : nullptr, lw ? &lw->o_proj_scale : nullptr, int64_t{h} * q_width, q_width);
   pl.EndMatrix();
-  o.gate_up = start();
+  o.gate_up = start(&p.gate_proj_int4);
   pl.Rows(lw ? &lw->gate_proj : nullptr, lw ? &lw->gate_proj_scale : nullptr, int64_t{inter} * h, h);
   pl.Rows(lw ? &lw->up_proj : nullptr, lw ? &lw->up_proj_scale : nullptr, int64_t{inter} * h, h);
   pl.EndMatrix();
-  o.down = start();
+  o.down = start(&p.down_proj_int4);
   pl.Rows(lw ? &lw->down_proj : nullptr, lw ? &lw->down_proj_scale : nullptr, int64_t{h} * inter, inter);
   pl.EndMatrix();
+  pl.set_deferring(false);
   o.qn = pl.Vector(lw ? &lw->q_norm : nullptr, d, 1.0f, 0.1f);
   o.kn = pl.Vector(lw ? &lw->k_norm : nullptr, d, 1.0f, 0.1f);
   o.in = pl.Vector(lw ? &lw->input_layernorm : nullptr, h, 1.0f, 0.1f);
@@ -227,6 +248,7 @@ void DeviceWeights::AttachWgmmaMaps(const ModelConfig& c) {
 }
 
 DeviceMatrix DeviceWeights::BindMatrix(const MatrixOffsets& o) const {
+  if (o.deferred) return DeviceMatrix();  // QuantizeLinearsInt4 gives it its int4 view
   if (dtype_ == WeightDType::kFP8) return DeviceMatrix(fp8_.get<uint8_t>() + o.data, f32_.get<float>() + o.scale);
   return DeviceMatrix(bf16_.get<__nv_bfloat16>() + o.data);
 }
@@ -247,6 +269,8 @@ void DeviceWeights::BindLayer(const ModelConfig& c, int l, const LayerOffsets& o
   d.pre_feedforward_norm = fb + o.pre_ff;
   d.post_feedforward_norm = fb + o.post_ff;
   d.layer_scalar = fb + o.scalar;
+  deferred_at_[l] = {o.qkv.deferred ? o.qkv.data : -1, o.o.deferred ? o.o.data : -1,
+                     o.gate_up.deferred ? o.gate_up.data : -1, o.down.deferred ? o.down.data : -1};
 }
 
 absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
@@ -265,13 +289,17 @@ absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
       pl.Bf16Matrix(w ? &w->embed_tokens : nullptr, int64_t{c.vocab_size} * c.hidden_size);
   const int64_t final_norm = pl.Vector(w ? &w->final_norm : nullptr, c.hidden_size, 1.0f, 0.1f);
   std::vector<LayerOffsets> offsets;
-  for (int l = 0; l < c.num_layers; ++l) offsets.push_back(PlanLayer(pl, c, l, w ? &w->layers[l] : nullptr));
+  for (int l = 0; l < c.num_layers; ++l) {
+    offsets.push_back(PlanLayer(pl, c, l, w ? &w->layers[l] : nullptr, defer_linears_));
+  }
+  deferred_used_ = pl.deferred_used();
   GEMMA_STATUS_RETURN_IF_ERROR(bf16_.Allocate(pl.bf16_used() * 2));
   GEMMA_STATUS_RETURN_IF_ERROR(f32_.Allocate(pl.f32_used() * 4));
   if (pl.fp8_used() > 0) GEMMA_STATUS_RETURN_IF_ERROR(fp8_.Allocate(pl.fp8_used()));
   embed_ = bf16_.get<__nv_bfloat16>() + embed;
   final_norm_ = f32_.get<float>() + final_norm;
   layers_.resize(c.num_layers);
+  deferred_at_.assign(c.num_layers, {-1, -1, -1, -1});
   for (int l = 0; l < c.num_layers; ++l) BindLayer(c, l, offsets[l]);
   return absl::OkStatus();
 }
@@ -314,6 +342,48 @@ struct DeviceWeights::Staging {
   }
 };
 
+void DeviceWeights::StagingFree::operator()(Staging* s) const { delete s; }
+
+DeviceWeights::~DeviceWeights() = default;
+
+absl::Status DeviceWeights::UploadConverted(const Piece& p, void* dst, bool to_f32, Staging& staging,
+                                            cudaStream_t stream) {
+  const int64_t esize = to_f32 ? 4 : 2, step = kStagingBytes / esize;
+  for (int64_t first = 0; first < p.count; first += step) {
+    const int64_t n = std::min(p.count - first, step);
+    MODEL_ASSIGN_OR_RETURN(char* buf, staging.Next());
+    ConvertRange(*p.source, first, n, to_f32, buf);
+    GEMMA_STATUS_RETURN_IF_ERROR(staging.Upload(static_cast<char*>(dst) + first * esize, n * esize, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceWeights::FillDeferred(int64_t begin, int64_t count, __nv_bfloat16* dst, cudaStream_t stream) {
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const Piece& p = pieces_[i];
+    if (p.arena != Arena::kDeferred || p.offset < begin || p.offset >= begin + count) continue;
+    if (p.offset + p.count > begin + count) return absl::InternalError("int4: a deferred piece crosses its matrix");
+    __nv_bfloat16* out = dst + (p.offset - begin);
+    if (random_) {
+      kernels::RandomFillParams rp;
+      rp.count = p.count;
+      rp.seed = random_seed_ * 1000003ULL + i;  // FillRandom's seed for this piece
+      rp.mean = p.mean;
+      rp.stddev = p.stddev;
+      rp.out_bf16 = out;
+      GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
+      continue;
+    }
+    if (p.source == nullptr || p.source->info == nullptr) continue;  // pack-quantized: uploaded as codes
+    if (!deferred_staging_) {
+      deferred_staging_.reset(new Staging());
+      GEMMA_STATUS_RETURN_IF_ERROR(deferred_staging_->Init());
+    }
+    GEMMA_STATUS_RETURN_IF_ERROR(UploadConverted(p, out, false, *deferred_staging_, stream));
+  }
+  return absl::OkStatus();
+}
+
 // An FP8 checkpoint's matrix: E4M3 bytes as they are, then its scales as
 // fp32 (a per-tensor scale repeated for every row).
 absl::Status DeviceWeights::CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream) {
@@ -342,9 +412,12 @@ absl::Status DeviceWeights::CopyPieces(cudaStream_t stream) {
   DeviceBuffer quant_src;
   if (MaxFp8PieceCount() > 0) GEMMA_STATUS_RETURN_IF_ERROR(quant_src.Allocate(kStagingBytes));
   int64_t total = 0;
-  for (const Piece& p : pieces_) total += p.count * (p.arena == Arena::kF32 ? 4 : 2);
+  for (const Piece& p : pieces_) {
+    if (p.arena != Arena::kDeferred) total += p.count * (p.arena == Arena::kF32 ? 4 : 2);
+  }
   Progress progress(total);
   for (const Piece& p : pieces_) {
+    if (p.arena == Arena::kDeferred) continue;  // read when QuantizeLinearsInt4 quantizes it
     const bool f32 = p.arena == Arena::kF32, fp8 = p.arena == Arena::kFp8;
     if (p.source->info == nullptr) {  // pack-quantized: QuantizeLinearsInt4 uploads its codes
       progress.Add(p.count * 2);
@@ -356,24 +429,25 @@ absl::Status DeviceWeights::CopyPieces(cudaStream_t stream) {
       continue;
     }
     const int64_t esize = f32 ? 4 : 2;
-    int64_t step = kStagingBytes / esize;
-    if (fp8) step = step / p.cols * p.cols;
-    char* base = f32 ? f32_.get<char>() : bf16_.get<char>();
+    if (!fp8) {
+      char* base = f32 ? f32_.get<char>() : bf16_.get<char>();
+      GEMMA_STATUS_RETURN_IF_ERROR(UploadConverted(p, base + p.offset * esize, f32, staging, stream));
+      progress.Add(p.count * esize);
+      continue;
+    }
+    const int64_t step = kStagingBytes / esize / p.cols * p.cols;
     for (int64_t first = 0; first < p.count; first += step) {
       const int64_t n = std::min(p.count - first, step);
       MODEL_ASSIGN_OR_RETURN(char* buf, staging.Next());
-      ConvertRange(*p.source, first, n, f32, buf);
-      void* dst = fp8 ? quant_src.get() : base + (p.offset + first) * esize;
-      GEMMA_STATUS_RETURN_IF_ERROR(staging.Upload(dst, n * esize, stream));
-      if (fp8) {
-        kernels::QuantizeRowsFp8Params qp;
-        qp.x = quant_src.get<__nv_bfloat16>();
-        qp.out = fp8_.get<uint8_t>() + p.offset + first;
-        qp.scale = f32_.get<float>() + p.scale_offset + first / p.cols;
-        qp.rows = n / p.cols;
-        qp.cols = p.cols;
-        GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
-      }
+      ConvertRange(*p.source, first, n, false, buf);
+      GEMMA_STATUS_RETURN_IF_ERROR(staging.Upload(quant_src.get(), n * esize, stream));
+      kernels::QuantizeRowsFp8Params qp;
+      qp.x = quant_src.get<__nv_bfloat16>();
+      qp.out = fp8_.get<uint8_t>() + p.offset + first;
+      qp.scale = f32_.get<float>() + p.scale_offset + first / p.cols;
+      qp.rows = n / p.cols;
+      qp.cols = p.cols;
+      GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQuantizeRowsFp8(qp, stream));
       progress.Add(n * esize);
     }
   }
@@ -387,6 +461,7 @@ absl::Status DeviceWeights::FillRandom(uint64_t seed, cudaStream_t stream) {
   if (const int64_t most = MaxFp8PieceCount(); most > 0) GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most * 2));
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const Piece& p = pieces_[i];
+    if (p.arena == Arena::kDeferred) continue;  // drawn when QuantizeLinearsInt4 quantizes it (FillDeferred)
     kernels::RandomFillParams rp;
     rp.count = p.count;
     rp.seed = seed * 1000003ULL + i;
@@ -413,9 +488,10 @@ absl::Status DeviceWeights::FillRandom(uint64_t seed, cudaStream_t stream) {
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const ModelConfig& config,
                                                                      const ModelWeights& weights,
                                                                      cudaStream_t stream,
-                                                                     WeightDType dtype) {
+                                                                     WeightDType dtype, bool defer_int4_linears) {
   std::unique_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->dtype_ = dtype;
+  dw->defer_linears_ = defer_int4_linears && dtype == WeightDType::kINT4;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, &weights));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->CopyPieces(stream));
   dw->AttachWgmmaMaps(config);
@@ -425,13 +501,17 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Random(const ModelConfig& config,
                                                                      uint64_t seed,
                                                                      cudaStream_t stream,
-                                                                     WeightDType dtype) {
+                                                                     WeightDType dtype, bool defer_int4_linears) {
   std::unique_ptr<DeviceWeights> dw(new DeviceWeights());
   dw->dtype_ = dtype;
+  dw->defer_linears_ = defer_int4_linears && dtype == WeightDType::kINT4;
+  dw->random_ = true;
+  dw->random_seed_ = seed;
   GEMMA_STATUS_RETURN_IF_ERROR(dw->Plan(config, nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(dw->FillRandom(seed, stream));
   dw->AttachWgmmaMaps(config);
-  spdlog::info("cuda: random {} weights, {:.2f} GB on the device", WeightDTypeName(dtype), dw->bytes() / 1e9);
+  spdlog::info("cuda: random {} weights, {:.2f} GB on the device{}", WeightDTypeName(dtype), dw->bytes() / 1e9,
+               dw->deferred_used_ > 0 ? " (the layer matrices drawn as they are quantized to int4)" : "");
   return dw;
 }
 

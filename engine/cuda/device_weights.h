@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -56,15 +57,26 @@ enum class Int4Copy { kNone, kBf16, kFp8 };
 class DeviceWeights {
  public:
   // Uploads a bound checkpoint; logs progress (GB done, rate, ETA).
+  // `defer_int4_linears` (int4 only): the layer matrices QuantizeLinearsInt4
+  // will quantize get no bf16 place here; it reads each from the checkpoint
+  // when its turn comes (which must then still be open), so the load's peak
+  // is the int4 arena, its copy and the embedding, not every matrix in bf16
+  // (the 31B: ~50 GB instead of ~107). Not with Int4Copy::kBf16, which keeps
+  // the bf16 matrices.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Upload(const ModelConfig& config,
                                                                const ModelWeights& weights,
                                                                cudaStream_t stream,
-                                                               WeightDType dtype = WeightDType::kBF16);
+                                                               WeightDType dtype = WeightDType::kBF16,
+                                                               bool defer_int4_linears = false);
   // Deterministic random weights: matrices ~ N(0, 0.02)-like, norms ~ 1,
-  // layer scalars ~ 1, generated on the device.
+  // layer scalars ~ 1, generated on the device. `defer_int4_linears` as in
+  // Upload: the deferred matrices are drawn when quantized, with the same
+  // values.
   static absl::StatusOr<std::unique_ptr<DeviceWeights>> Random(const ModelConfig& config,
                                                                uint64_t seed, cudaStream_t stream,
-                                                               WeightDType dtype = WeightDType::kBF16);
+                                                               WeightDType dtype = WeightDType::kBF16,
+                                                               bool defer_int4_linears = false);
+  ~DeviceWeights();
 
   const __nv_bfloat16* embed() const { return embed_; }  // [V, H], the lookup table (and bf16 LM head)
   // The LM head: the embedding, or its E4M3 copy after QuantizeLmHead().
@@ -73,7 +85,8 @@ class DeviceWeights {
   // halves the largest single matrix a decode step streams (1.4 of 2.8 GB
   // at the 31B shape). The embedding lookup keeps reading bf16.
   absl::Status QuantizeLmHead(cudaStream_t stream);
-  // int4 weights (int4_weights.cc): every layer matrix, loaded as bf16, gets
+  // int4 weights (int4_weights.cc): every layer matrix, in bf16 (loaded, or
+  // read now into a scratch when the load deferred it), gets
   // a Q4_0 copy in the tiled W4A16 layout and the layers point at it; a W4A16
   // `checkpoint`'s pack-quantized matrices (the one Upload read, still open)
   // go into it as they are, and those its ignore list names stay bf16. The
@@ -101,7 +114,9 @@ class DeviceWeights {
 
  private:
   // One source tensor's place in a device arena (offsets in elements).
-  enum class Arena { kBf16, kF32, kFp8 };
+  // kDeferred: a layer matrix of an int4 load that has no device place
+  // until QuantizeLinearsInt4 reads it into a scratch (defer_int4_linears).
+  enum class Arena { kBf16, kF32, kFp8, kDeferred };
   struct Piece {
     Arena arena = Arena::kBf16;
     int64_t offset = 0;
@@ -118,13 +133,19 @@ class DeviceWeights {
   struct LayerOffsets;
   absl::Status Plan(const ModelConfig& config, const ModelWeights* weights);
   static LayerOffsets PlanLayer(Planner& planner, const ModelConfig& config, int layer,
-                                const LayerWeights* weights);
+                                const LayerWeights* weights, bool defer);
   void BindLayer(const ModelConfig& config, int layer, const LayerOffsets& offsets);
   DeviceMatrix BindMatrix(const MatrixOffsets& o) const;
   absl::Status CopyPieces(cudaStream_t stream);
   struct Staging;
   absl::Status CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream);
   absl::Status FillRandom(uint64_t seed, cudaStream_t stream);
+  // Writes the deferred pieces of [begin, begin + count) of the deferred
+  // space (one matrix) into dst as bf16: drawn as FillRandom would have, or
+  // read from the checkpoint (pack-quantized pieces are left alone).
+  absl::Status FillDeferred(int64_t begin, int64_t count, __nv_bfloat16* dst, cudaStream_t stream);
+  // Converts and uploads a piece's elements through the staging buffers to dst.
+  absl::Status UploadConverted(const Piece& p, void* dst, bool to_f32, Staging& staging, cudaStream_t stream);
   int64_t MaxFp8PieceCount() const;
   // Gives every fp8 layer matrix its wgmma TMA descriptor (host only).
   void AttachWgmmaMaps(const ModelConfig& config);
@@ -132,6 +153,18 @@ class DeviceWeights {
   // built (the first failure is logged: start-up goes on with cuBLASLt).
   const kernels::WgmmaFp8Weights* MakeWgmmaMap(const uint8_t* w, int n, int k);
 
+  struct StagingFree {
+    void operator()(Staging* s) const;
+  };
+  // Deferred layer matrices (Arena::kDeferred): where each layer's qkv, o,
+  // gate|up and down start in the deferred space (-1: not deferred), and
+  // what FillDeferred needs until QuantizeLinearsInt4 is done.
+  bool defer_linears_ = false;
+  std::vector<std::array<int64_t, 4>> deferred_at_;
+  int64_t deferred_used_ = 0;
+  bool random_ = false;
+  uint64_t random_seed_ = 0;
+  std::unique_ptr<Staging, StagingFree> deferred_staging_;
   DeviceBuffer bf16_;  // bf16 matrices (all of them, or the embedding only)
   DeviceBuffer f32_;   // norms, scalars and fp8 row scales
   DeviceBuffer fp8_;   // fp8 matrices (E4M3 bits)

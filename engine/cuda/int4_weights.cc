@@ -1,5 +1,6 @@
-// --weights int4: the layers' matrices, loaded as bf16 (from the checkpoint or
-// the random init), quantized on the device to Q4_0 (kernels/quant/w4_quant.h:
+// --weights int4: the layers' matrices, read as bf16 (from the checkpoint or
+// the random init; one at a time into a scratch when the load deferred them,
+// DeviceWeights::Upload's defer_int4_linears), quantized on the device to Q4_0 (kernels/quant/w4_quant.h:
 // row layout into a scratch, then tiled for the W4A16 kernels): one arena of
 // tiled codes and fp16 scales (one per 32 columns), each matrix 256-byte
 // aligned. For passes of more rows than the W4A16 kernel serves well, a copy
@@ -133,6 +134,7 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
     int k;
     std::vector<const PackedInt4Ref*> parts;  // a W4A16 checkpoint's packed sources, else empty
     bool gate_up = false;                     // tiled paired (TileTarget::paired)
+    int64_t deferred = -1;                    // its start in the deferred space (FillDeferred), or -1
   };
   const bool w4a16 = checkpoint != nullptr && c.int4_checkpoint.has_value();
   // The packed parts of a fused matrix (none for a float checkpoint).
@@ -156,7 +158,9 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
         {&d.gate_up, 2 * int64_t{c.intermediate_size}, c.hidden_size, packed({&lw.gate_proj_int4, &lw.up_proj_int4}),
          pair_gate_up},
         {&d.down_proj, c.hidden_size, c.intermediate_size, packed({&lw.down_proj_int4})}};
-    for (Mat& m : layer) {
+    for (int i = 0; i < 4; ++i) {
+      Mat& m = layer[i];
+      m.deferred = deferred_at_.empty() ? -1 : deferred_at_[l][i];
       // A W4A16 checkpoint's float matrices are those its ignore list names: bf16.
       if (w4a16 && m.parts.empty()) {
         ++ignored;
@@ -164,6 +168,13 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
       }
       mats.push_back(std::move(m));
     }
+  }
+  int64_t most_deferred = 0;  // elements of the largest deferred matrix
+  for (const Mat& m : mats) {
+    if (m.deferred >= 0) most_deferred = std::max(most_deferred, m.n * m.k);
+  }
+  if (most_deferred > 0 && copy == Int4Copy::kBf16) {
+    return absl::InternalError("int4: the layer matrices were loaded deferred: no bf16 copy can be kept");
   }
   // Ignored matrices live in the bf16 arena: it stays.
   const bool keep = copy == Int4Copy::kBf16 || ignored > 0;
@@ -186,11 +197,21 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
   if (!mats.empty()) {
     DeviceBuffer scratch;
     GEMMA_STATUS_RETURN_IF_ERROR(scratch.Allocate(most));
+    // A deferred matrix is read or drawn here, one at a time, in stream
+    // order after the previous one's quantization and copy have read it.
+    DeviceBuffer deferred;
+    if (most_deferred > 0) GEMMA_STATUS_RETURN_IF_ERROR(deferred.Allocate(most_deferred * 2));
     int64_t at = 0, fp8_at = 0, scale_at = 0;
     for (const Mat& m : mats) {
       const TileTarget to{int4_.get<uint8_t>(), &at, scratch.get<uint8_t>(), dequantize, m.gate_up};
-      auto q = m.parts.empty() ? QuantizeInto(*m.m, m.n, m.k, to, stream)
-                               : UploadPacked(*m.m, m.n, m.k, m.parts, to, stream);
+      DeviceMatrix source = *m.m;
+      if (m.deferred >= 0) {
+        GEMMA_STATUS_RETURN_IF_ERROR(
+            FillDeferred(m.deferred, m.n * m.k, deferred.get<__nv_bfloat16>(), stream));
+        source = DeviceMatrix(deferred.get<__nv_bfloat16>());
+      }
+      auto q = m.parts.empty() ? QuantizeInto(source, m.n, m.k, to, stream)
+                               : UploadPacked(source, m.n, m.k, m.parts, to, stream);
       if (!q.ok()) return q.status();
       if (fp8_copy) {
         auto* codes = int4_fp8_.get<uint8_t>() + fp8_at;
@@ -206,6 +227,7 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
       *m.m = *q;
     }
     GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    deferred_staging_.reset();
   }
   dtype_ = WeightDType::kINT4;
   if (w4a16) {
@@ -234,8 +256,14 @@ absl::Status DeviceWeights::QuantizeLinearsInt4(const ModelConfig& c, const Mode
   GEMMA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   bf16_ = std::move(embed);
   embed_ = bf16_.get<__nv_bfloat16>();
-  spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB; bf16 matrices freed: {:.2f} GB",
-               mats.size(), total / 1e9, (freed - static_cast<int64_t>(bf16_.bytes())) / 1e9);
+  if (most_deferred > 0) {
+    spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB; each read in bf16 only as "
+                 "its turn came ({:.2f} GB at most)",
+                 mats.size(), total / 1e9, most_deferred * 2 / 1e9);
+  } else {
+    spdlog::info("cuda: {} linear matrices quantized to int4 (Q4_0, W4A16): {:.2f} GB; bf16 matrices freed: {:.2f} GB",
+                 mats.size(), total / 1e9, (freed - static_cast<int64_t>(bf16_.bytes())) / 1e9);
+  }
   return absl::OkStatus();
 }
 
