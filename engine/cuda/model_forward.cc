@@ -326,12 +326,20 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
       WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
       stream));
   GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
+  // An fp8 GEMM whose sums would be scaled by a kernel of their own leaves
+  // the scales to the kernel that reads them next (LeftScales). Not across
+  // ranks: each rank's partial sums have their own weight scales.
+  const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
+  LeftScales o_left, down_left, gate_up_left;
+  LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream));
+      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   kernels::ResidualNormParams np;
   np.branch = proj;
+  np.branch_col_scale = o_left.col;
+  np.branch_token_scale = o_left.token;
   np.branch_weight = w.post_attention_norm;
   np.residual = residual_.get<float>();
   np.out_weight = w.pre_feedforward_norm;
@@ -353,15 +361,19 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
         WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
                      np.out_scale),
-        stream));
+        stream, left_scales ? &gate_up_left : nullptr));
+    gp.in_col_scale = gate_up_left.col;
+    gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
   GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
                    gp.out_scale),
-      stream));
+      stream, to_norm != nullptr ? &down_left : nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
+  np.branch_col_scale = down_left.col;
+  np.branch_token_scale = down_left.token;
   np.branch_weight = w.post_feedforward_norm;
   np.layer_scalar = w.layer_scalar;
   const bool last = l + 1 == c.num_layers;

@@ -21,6 +21,17 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float out[8]) {
   }
 }
 
+// 8 fp32 values at a 16-byte-aligned address.
+__device__ __forceinline__ void Load8(const float* src, float out[8]) {
+  const float4 lo = reinterpret_cast<const float4*>(src)[0], hi = reinterpret_cast<const float4*>(src)[1];
+  out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w, out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
+}
+
+__device__ __forceinline__ void Store8(float* dst, const float in[8]) {
+  reinterpret_cast<float4*>(dst)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4*>(dst)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+
 __device__ __forceinline__ uint4 Pack8(const float in[8]) {
   uint4 v;
   __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(&v);

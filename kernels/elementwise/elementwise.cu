@@ -29,11 +29,24 @@ __device__ __forceinline__ float GeluTanh(float x) {
   return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
 }
 
-// gelu_tanh(gate) * up of 8 values.
-__device__ __forceinline__ uint4 GeluGate8(const uint4& gate, const uint4& up) {
+// gelu_tanh(gate) * up of 8 values: vector v of token t's row, scaled first
+// where the input is an FP8 GEMM's unscaled sums (GeluGateParams).
+__device__ __forceinline__ uint4 GeluGate8(const GeluGateParams& p, int64_t t, int v, const uint4& gate,
+                                           const uint4& up) {
   float g[8], u[8], o[8];
   Unpack8(gate, g);
   Unpack8(up, u);
+  if (p.in_col_scale != nullptr) {
+    const float ts = __ldg(p.in_token_scale + t);
+    float gs[8], us[8];
+    Load8(p.in_col_scale + 8 * v, gs);
+    Load8(p.in_col_scale + p.inter + 8 * v, us);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      g[j] *= gs[j] * ts;
+      u[j] *= us[j] * ts;
+    }
+  }
 #pragma unroll
   for (int j = 0; j < 8; ++j) o[j] = GeluTanh(g[j]) * u[j];
   return Pack8(o);
@@ -48,7 +61,7 @@ __global__ void GeluGateKernel(const __grid_constant__ GeluGateParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs, v = i % vecs;
     const uint4* row = reinterpret_cast<const uint4*>(p.in + t * 2 * p.inter);
-    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = GeluGate8(row[v], row[vecs + v]);
+    reinterpret_cast<uint4*>(p.out + t * p.inter)[v] = GeluGate8(p, t, static_cast<int>(v), row[v], row[vecs + v]);
   }
 }
 
@@ -79,7 +92,7 @@ __global__ void __launch_bounds__(kGeluFp8Threads) GeluGateFp8Kernel(const __gri
   for (int i = 0; i < kGeluFp8Vecs; ++i) {
     const int v = threadIdx.x + i * kGeluFp8Threads;
     if (v < vecs) {
-      gate[i] = GeluGate8(gate[i], up[i]);  // gate[] now holds the outputs
+      gate[i] = GeluGate8(p, t, v, gate[i], up[i]);  // gate[] now holds the outputs
       out[v] = gate[i];
       amax = fmaxf(amax, AbsMax8(gate[i]));
     }
@@ -136,6 +149,12 @@ std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream) {
   if (!p.in || !p.out) return "gelu_gate: null pointer";
   if (p.num_tokens <= 0 || p.inter <= 0 || p.inter % 8 != 0)
     return "gelu_gate: bad shape (inter must be a positive multiple of 8)";
+  if ((p.in_col_scale == nullptr) != (p.in_token_scale == nullptr)) {
+    return "gelu_gate: give in_col_scale and in_token_scale together";
+  }
+  if (p.in_col_scale != nullptr && reinterpret_cast<uintptr_t>(p.in_col_scale) % 16 != 0) {
+    return "gelu_gate: in_col_scale must be 16-byte aligned";
+  }
   if (p.out_fp8) {
     if (!p.out_scale) return "gelu_gate: out_fp8 without out_scale";
     if (p.inter > 8 * kGeluFp8Threads * kGeluFp8Vecs) return "gelu_gate: out_fp8 supports inter up to 32768";

@@ -36,6 +36,11 @@ struct GeluGateParams {
   int inter = 0;                      // multiple of 8
   uint8_t* out_fp8 = nullptr;         // [num_tokens, inter] E4M3 of out, or nullptr
   float* out_scale = nullptr;         // [num_tokens] its per-row scales; required with out_fp8
+  // Optional, both or neither: `in` holds an FP8 GEMM's unscaled sums, whose
+  // value is in[t, c] * in_col_scale[c] * in_token_scale[t] (the scales that
+  // GEMM left to its consumer, cuda::LinearDispatcher's LeftScales).
+  const float* in_col_scale = nullptr;    // [2 * inter]
+  const float* in_token_scale = nullptr;  // [num_tokens]
 };
 std::string LaunchGeluGate(const GeluGateParams& p, cudaStream_t stream);
 

@@ -11,16 +11,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxHidden = 16384;
 
-__device__ __forceinline__ void Load8(const float* src, float out[8]) {
-  const float4 lo = reinterpret_cast<const float4*>(src)[0], hi = reinterpret_cast<const float4*>(src)[1];
-  out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w, out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
-}
-
-__device__ __forceinline__ void Store8(float* dst, const float in[8]) {
-  reinterpret_cast<float4*>(dst)[0] = make_float4(in[0], in[1], in[2], in[3]);
-  reinterpret_cast<float4*>(dst)[1] = make_float4(in[4], in[5], in[6], in[7]);
-}
-
 // One block per token; thread i owns 8-element vectors i, i + kThreads, ...
 // (VPT of them) and holds them in registers from the first load to the last
 // store.
@@ -79,6 +69,13 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
         Load8(p.branch_f32 + base + 8 * v, b[i]);
       } else {
         Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], b[i]);
+        if (p.branch_col_scale != nullptr) {
+          const float ts = __ldg(p.branch_token_scale + blockIdx.x);
+          float cs[8];
+          Load8(p.branch_col_scale + 8 * v, cs);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) b[i][j] *= cs[j] * ts;
+        }
       }
       Load8(h + 8 * v, x[i]);
 #pragma unroll
@@ -156,6 +153,11 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
   if (!p.residual || !p.out_weight || !p.out) return "residual_norm: null pointer";
   if ((p.branch || p.branch_f32) && !p.branch_weight) return "residual_norm: branch without branch_weight";
   if (p.branch && p.branch_f32) return "residual_norm: give branch in one dtype";
+  if ((p.branch_col_scale == nullptr) != (p.branch_token_scale == nullptr))
+    return "residual_norm: give branch_col_scale and branch_token_scale together";
+  if (p.branch_col_scale && !p.branch) return "residual_norm: branch scales need a bf16 branch";
+  if (p.branch_col_scale && reinterpret_cast<uintptr_t>(p.branch_col_scale) % 16 != 0)
+    return "residual_norm: branch_col_scale must be 16-byte aligned";
   if (p.out_fp8 && !p.out_scale) return "residual_norm: out_fp8 without out_scale";
   if (p.num_tokens <= 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.hidden > kMaxHidden)
     return "residual_norm: hidden must be a positive multiple of 8 up to 16384";

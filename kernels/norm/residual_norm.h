@@ -28,6 +28,11 @@ struct ResidualNormParams {
   const __nv_bfloat16* branch = nullptr;  // [num_tokens, hidden], or
   const float* branch_f32 = nullptr;      // the same in fp32 (saves a rounding); both null: h unchanged
   const float* branch_weight = nullptr;   // [hidden]; required with branch
+  // Optional, both or neither, bf16 branch only: the branch holds an FP8
+  // GEMM's unscaled sums, whose value is branch[t, c] * branch_col_scale[c] *
+  // branch_token_scale[t] (the scales that GEMM left to its consumer).
+  const float* branch_col_scale = nullptr;    // [hidden]
+  const float* branch_token_scale = nullptr;  // [num_tokens]
   const float* layer_scalar = nullptr;    // [1] on the device, or nullptr for 1
   float* residual = nullptr;              // [num_tokens, hidden] fp32, updated in place
   const float* out_weight = nullptr;      // [hidden]

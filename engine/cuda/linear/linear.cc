@@ -125,7 +125,7 @@ absl::Status LinearDispatcher::PrepareFp8Input(LinearArgs& a, cudaStream_t strea
   return absl::OkStatus();
 }
 
-absl::Status LinearDispatcher::RunFp8(LinearArgs a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8(LinearArgs a, cudaStream_t stream, LeftScales* left) {
   if (const WgmmaChoice* c = wgmma_.ChoiceFor(a.w, a.n, a.k, a.m)) {
     GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
     const std::string err = wgmma_.Launch(a, *c, stream);
@@ -135,20 +135,20 @@ absl::Status LinearDispatcher::RunFp8(LinearArgs a, cudaStream_t stream) {
     if (!wgmma_failed_) spdlog::warn("cuda: wgmma fp8 {}x{}x{}: {}; the baseline instead", a.m, a.n, a.k, err);
     wgmma_failed_ = true;
   }
-  return RunFp8Baseline(a, stream);
+  return RunFp8Baseline(a, stream, left);
 }
 
-absl::Status LinearDispatcher::RunFp8Baseline(LinearArgs a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8Baseline(LinearArgs a, cudaStream_t stream, LeftScales* left) {
   if (a.m <= kernels::kGemvMaxBatch) {
     const int variant = Fp8VariantFor(a.n, a.k, a.m, a.x_fp8 != nullptr, a.x != nullptr);
     if (!kernels::GemvFp8VariantTakesBf16(variant)) GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
     return KernelStatus(LaunchGemvVariant(a, variant, stream));
   }
   GEMMA_STATUS_RETURN_IF_ERROR(PrepareFp8Input(a, stream));
-  return RunFp8Gemm(a, stream);
+  return RunFp8Gemm(a, stream, left);
 }
 
-absl::Status LinearDispatcher::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunFp8Gemm(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
   // cuBLASLt applies the per-row weight and per-token activation scales when
   // it offers the outer-vector scale mode; else it multiplies the E4M3 codes
   // and a small kernel scales the result in place.
@@ -157,6 +157,13 @@ absl::Status LinearDispatcher::RunFp8Gemm(const LinearArgs& a, cudaStream_t stre
                               a.out_f32 != nullptr, a.m, a.n, a.k, stream);
   if (!scaled.ok()) return scaled.status();
   if (*scaled) return a.softcap > 0.0f ? Softcap(a, stream) : absl::OkStatus();
+  // The consumer scales as it reads, 8 columns (two 16-byte loads of
+  // weight scales) at a time.
+  if (left != nullptr && a.out_bf16 != nullptr && a.n % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(a.w.row_scale) % 16 == 0) {
+    *left = {a.w.row_scale, a.x_scale};
+    return absl::OkStatus();
+  }
   kernels::ScaleFp8GemmParams sp;
   sp.out_bf16 = a.out_bf16;
   sp.out_f32 = a.out_f32;
@@ -176,10 +183,11 @@ absl::Status LinearDispatcher::Softcap(const LinearArgs& a, cudaStream_t stream)
   return KernelStatus(kernels::LaunchSoftcap(sp, stream));
 }
 
-absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream) {
-  if (a.w.int4()) return RunInt4(a, stream);
+absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
+  if (left != nullptr) *left = {};
+  if (a.w.int4()) return RunInt4(a, stream, left);
   if (a.gelu_gate) return absl::InvalidArgumentError("linear: gelu_gate needs int4 weights (FusesGeluGate)");
-  if (a.w.fp8()) return RunFp8(a, stream);
+  if (a.w.fp8()) return RunFp8(a, stream, left);
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));
   }

@@ -49,13 +49,25 @@ struct LinearArgs {
   bool gelu_gate = false;
 };
 
+// The scales an fp8 Run left to the consumer of its output (Run's `left`):
+// the value is out[t, c] * col[c] * token[t]. Both null when Run applied them.
+struct LeftScales {
+  const float* col = nullptr;    // [n] the weights' row scales
+  const float* token = nullptr;  // [m] the activations' per-token scales
+};
+
 class LinearDispatcher {
  public:
   // `autotune`: time GEMM algorithms for m == tune_m (and GEMV tilings in
   // Autotune()). The choices and the switches are `tuner`'s, which must
   // outlive the dispatcher.
   static absl::StatusOr<std::unique_ptr<LinearDispatcher>> Create(Tuner* tuner, bool autotune, int tune_m);
-  absl::Status Run(const LinearArgs& a, cudaStream_t stream);
+  // `left`, optional: where a bf16-output fp8 GEMM would scale its sums in
+  // an epilogue kernel of its own (cuBLASLt without the outer-vector mode,
+  // e.g. decode batches of 9..128 rows), it skips that kernel and leaves the
+  // scales to the caller, whose consumer kernel applies them as it reads
+  // (the gelu gate, the residual norm). Set on every call: {} when applied.
+  absl::Status Run(const LinearArgs& a, cudaStream_t stream, LeftScales* left = nullptr);
   // Allocates the per-token quantized activations fp8 weights need: up to
   // `max_m` rows of `max_k`. Call before any Run with fp8 weights.
   absl::Status ReserveFp8(int max_m, int max_k);
@@ -132,17 +144,17 @@ class LinearDispatcher {
   explicit LinearDispatcher(Tuner& tuner)
       : tuner_(tuner), a16_(tuner.switches().fp8_a16), wgmma_(tuner) {}
   int VariantFor(int n, int k, int batch) const;
-  absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream);
+  absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left);
   // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
   // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
   // default) when untuned.
   int Fp8VariantFor(int n, int k, int m, bool have_codes, bool have_bf16) const;
-  absl::Status RunFp8(LinearArgs a, cudaStream_t stream);
+  absl::Status RunFp8(LinearArgs a, cudaStream_t stream, LeftScales* left);
   // What RunFp8 launches without the wgmma path: the tuned fp8 GEMV at
   // m <= kGemvMaxBatch, else cuBLASLt (x quantized first unless given).
-  absl::Status RunFp8Baseline(LinearArgs a, cudaStream_t stream);
+  absl::Status RunFp8Baseline(LinearArgs a, cudaStream_t stream, LeftScales* left = nullptr);
   // cuBLASLt's FP8 GEMM and, unless it applied them, the scales (x_fp8 set).
-  absl::Status RunFp8Gemm(const LinearArgs& a, cudaStream_t stream);
+  absl::Status RunFp8Gemm(const LinearArgs& a, cudaStream_t stream, LeftScales* left);
   absl::Status Softcap(const LinearArgs& a, cudaStream_t stream);  // fp32 out, in place
   absl::Status QuantizeX(const __nv_bfloat16* x, int m, int k, cudaStream_t stream);
   // Quantizes a.x into x_fp8_ unless a brings its codes; points a at them.

@@ -68,7 +68,7 @@ bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
          m <= kMaxW4Rows;
 }
 
-absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream) {
+absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
   if (a.gelu_gate && !FusesGeluGate(a.w, a.m)) {
     return absl::InvalidArgumentError(absl::StrCat("int4 linear: gelu_gate at ", a.m, " rows needs a paired tiling ",
@@ -85,7 +85,7 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream)
   if (Int4UsesFp8Copy(a.w, a.m)) {
     LinearArgs b = a;  // keeps x_fp8: the norm or gelu gate emitted codes for it (TakesFp8Input)
     b.w = a.w.Fp8Copy();
-    return Run(b, stream);
+    return Run(b, stream, left);
   }
   if (a.m <= kMaxW4Rows) {
     for (int row0 = 0; row0 < a.m; row0 += kernels::kW4MaxBatch) {

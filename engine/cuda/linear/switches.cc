@@ -38,7 +38,8 @@ std::vector<std::string> TuningSwitches::Names() {
   return {"GEMMA_AUTOTUNE",       "GEMMA_AUTOTUNE_CACHE",   "GEMMA_FP8_A16",       "GEMMA_FP8_WGMMA",
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
-          "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES"};
+          "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES",
+          "GEMMA_FP8_LEFT_SCALES"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -65,6 +66,11 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
   s.int4_gelu_gate = OnUnlessZero("GEMMA_INT4_GELU_GATE");
   s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
+  if (const char* env = std::getenv("GEMMA_FP8_LEFT_SCALES"); env != nullptr && *env != '\0') {
+    const std::string v(env);
+    if (v != "0" && v != "1") spdlog::warn("GEMMA_FP8_LEFT_SCALES='{}' is not 0 or 1: 0", v);
+    s.fp8_left_scales = v == "1";
+  }
   if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
     const std::string v(env);
     if (v == "0") {

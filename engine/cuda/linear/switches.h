@@ -85,6 +85,12 @@ struct TuningSwitches {
   // "kr-w2s3b2,kr-w2s3b4"), comma-separated; each head_dim and cache dtype
   // runs the first of them it has (the others keep the default).
   std::string decode_attention;
+  // GEMMA_FP8_LEFT_SCALES (default 0 until it has been run on a GPU): 1
+  // makes an fp8 GEMM whose sums cuBLASLt leaves unscaled (decode batches
+  // of 9..128 rows; LinearDispatcher::Run's LeftScales) hand its weight and
+  // token scales to the kernel that reads the output next (the gelu gate,
+  // the residual norm) instead of scaling them in a kernel of its own.
+  bool fp8_left_scales = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

@@ -18,7 +18,9 @@
 //      the golden within the int4 bounds of 1.; a module the checkpoint's
 //      ignore list names runs bf16 next to the int4 ones;
 //   4. GEMMA_INT4_FP8_COPY=1 (an E4M3 copy for passes above 16 rows) within
-//      the bounds of 1.
+//      the bounds of 1.;
+//   5. GEMMA_FP8_LEFT_SCALES=1 (the fp8 GEMMs' scales applied by the kernels
+//      that read their outputs) against the scaling kernel, fp8 and int4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -234,6 +236,47 @@ void WriteOnGridFortunes(const std::string& dst) {
     }
   }
   test::WriteModelDir(FortunesDir(), dst, blobs);
+}
+
+// GEMMA_FP8_LEFT_SCALES=1: the golden prompts' prefills (9..128 rows, with
+// the wgmma linear off: cuBLASLt without the outer-vector mode) leave the
+// fp8 GEMMs' sums unscaled for the gelu gate and the residual norms, which
+// scale them as they read. Against the same weights with the scaling kernel
+// (the default): one bf16 rounding fewer, so the logits move by bf16 noise
+// only, and they must move (else the path did not run). fp8 weights, and
+// int4 weights, whose fp8 copy serves those passes.
+TEST(Fp8LeftScales, SameLogitsAsTheScalingKernel) {
+  GEMMA_REQUIRE_GPU();
+  setenv("GEMMA_FP8_WGMMA", "0", 1);
+  for (WeightDType dtype : {WeightDType::kFP8, WeightDType::kINT4}) {
+    const std::string what = std::string(WeightDTypeName(dtype)) + " weights, scales left to the consumers";
+    Logits ref;
+    int vocab = 0;
+    {
+      auto b = MakeBackend(FortunesDir(), dtype);
+      ASSERT_NE(b, nullptr);
+      vocab = b->config().vocab_size;
+      ref = RunFortunes(b.get());
+    }
+    setenv("GEMMA_FP8_LEFT_SCALES", "1", 1);
+    auto b = MakeBackend(FortunesDir(), dtype);
+    unsetenv("GEMMA_FP8_LEFT_SCALES");
+    ASSERT_NE(b, nullptr);
+    const Logits got = RunFortunes(b.get());
+    bool differs = false;
+    for (size_t i = 0; i < std::min(got.prefill.size(), ref.prefill.size()); ++i) {
+      differs = differs || got.prefill[i] != ref.prefill[i];
+    }
+    EXPECT_TRUE(differs) << what << ": the prefill logits are the scaling kernel's bits: the path did not run";
+    const auto [prefill, steps] = Compare(got, ref, vocab);
+    prefill.Print("int4-quality", what + ", prefill vs the scaling kernel");
+    steps.Print("int4-quality", what + ", decode vs the scaling kernel");
+    for (const Agreement* a : {&prefill, &steps}) {
+      EXPECT_LT(a->worst, 0.05) << what;
+      EXPECT_EQ(a->agree, a->confident) << what;
+    }
+  }
+  unsetenv("GEMMA_FP8_WGMMA");
 }
 
 TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {

@@ -113,6 +113,55 @@ TEST(LinearFp8Test, GemvAndGemmPathsAgreeWithReference) {
   unsetenv("GEMMA_FP8_OUTER_VEC");
 }
 
+// Run's `left`: where cuBLASLt's scalar-mode FP8 GEMM would scale its sums
+// in an epilogue kernel (9..128 rows), it leaves them unscaled and hands the
+// weight and token scales back; scaling them as that epilogue does gives the
+// epilogue's bits. Where the path applies them itself (the GEMV at 8 rows)
+// `left` comes back empty and the output is the usual one. (From 129 rows
+// cuBLASLt's outer-vector mode, where it has one, scales in the GEMM.)
+TEST(LinearFp8Test, ScalesLeftToTheConsumer) {
+  GEMMA_REQUIRE_GPU();
+  cuda::Tuner tuner(cuda::TuningSwitches::FromEnv());
+  auto dispatcher = cuda::LinearDispatcher::Create(&tuner, false, 0);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+  const int n = 1040, k = 528;
+  ASSERT_TRUE((*dispatcher)->ReserveFp8(128, k).ok());
+  const RandomFp8Weights weights(n, k);
+  for (int m : {8, 16, 64, 128}) {
+    SCOPED_TRACE(testing::Message() << "m=" << m);
+    const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(m) * k));
+    DeviceArray<__nv_bfloat16> x(xb), scaled(size_t(m) * n), unscaled(size_t(m) * n);
+    cuda::LinearArgs a{weights.fp8(), x.get(), scaled.get(), nullptr, m, n, k};
+    cuda::LeftScales left{weights.ws.get(), weights.ws.get()};  // Run must reset it
+    ASSERT_TRUE((*dispatcher)->Run(a, nullptr, nullptr).ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto want = scaled.Download();
+    a.out_bf16 = unscaled.get();
+    ASSERT_TRUE((*dispatcher)->Run(a, nullptr, &left).ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto got = unscaled.Download();
+    const bool epilogue = m > kernels::kGemvMaxBatch;  // and at most 128: cuBLASLt's scalar mode
+    ASSERT_EQ(left.col != nullptr, epilogue);
+    ASSERT_EQ(left.token != nullptr, epilogue);
+    if (!epilogue) {
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(gpu_test::ToF(got[i]), gpu_test::ToF(want[i])) << i;
+      continue;
+    }
+    EXPECT_EQ(left.col, weights.ws.get());
+    std::vector<float> col(n), tok(m);
+    CUDA_OK(cudaMemcpy(col.data(), left.col, n * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(tok.data(), left.token, m * 4, cudaMemcpyDeviceToHost));
+    int differ = 0;
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const float v = gpu_test::ToF(got[size_t(i) * n + j]) * (col[j] * tok[i]);
+        differ += gpu_test::ToF(gpu_test::ToB(v)) != gpu_test::ToF(want[size_t(i) * n + j]);
+      }
+    }
+    EXPECT_EQ(differ, 0);
+  }
+}
+
 // Double reference of E4M3 weights (with their row scales) times bf16 x.
 std::vector<double> Fp8WeightsTimesBf16(const std::vector<uint8_t>& codes, const std::vector<float>& scales,
                                         const std::vector<__nv_bfloat16>& xb, int m, int n, int k) {

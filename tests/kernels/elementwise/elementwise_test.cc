@@ -62,6 +62,45 @@ TEST(GeluGateTest, MatchesTanhGelu) {
   }
 }
 
+// An FP8 GEMM's unscaled sums in, with the column (weight row) and token
+// scales that GEMM left (GeluGateParams::in_col_scale / in_token_scale):
+// the same gate as on the scaled values, with and without the E4M3 output.
+TEST(GeluGateTest, AppliesScalesLeftByTheGemm) {
+  GEMMA_REQUIRE_GPU();
+  const int tokens = 5, inter = 21504;
+  const auto in = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(tokens) * 2 * inter, 0, 300));
+  const auto col = gpu_test::RandomFloats(2 * inter, 0.05f, 0.01f);  // raw * col * tok ~ N(0, 1)
+  const auto tok = gpu_test::RandomFloats(tokens, 0.07f, 0.01f);
+  DeviceArray<__nv_bfloat16> din(in), dout(size_t(tokens) * inter);
+  DeviceArray<float> dcol(col), dtok(tok), dscale(tokens);
+  DeviceArray<uint8_t> dfp8(size_t(tokens) * inter);
+  std::vector<double> ref(size_t(tokens) * inter);
+  for (int t = 0; t < tokens; ++t) {
+    for (int i = 0; i < inter; ++i) {
+      const double g = ToF(in[size_t(t) * 2 * inter + i]) * double(col[i]) * tok[t];
+      const double u = ToF(in[size_t(t) * 2 * inter + inter + i]) * double(col[inter + i]) * tok[t];
+      ref[size_t(t) * inter + i] = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+    }
+  }
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "with E4M3 output" : "bf16 output");
+    dout.Poison();
+    kernels::GeluGateParams p{din.get(), dout.get(), tokens, inter};
+    p.in_col_scale = dcol.get();
+    p.in_token_scale = dtok.get();
+    if (fp8) {
+      p.out_fp8 = dfp8.get();
+      p.out_scale = dscale.get();
+    }
+    ASSERT_EQ(kernels::LaunchGeluGate(p, nullptr), "");
+    const auto got = gpu_test::ToFloat(dout.Download());
+    EXPECT_LT(gpu_test::RelErr(got, ref, 0, ref.size()), 8e-3);
+  }
+  kernels::GeluGateParams bad{din.get(), dout.get(), tokens, inter};
+  bad.in_col_scale = dcol.get();  // without the token scales
+  EXPECT_NE(kernels::LaunchGeluGate(bad, nullptr), "");
+}
+
 TEST(GatherSoftcapTest, PicksRowsAndCaps) {
   GEMMA_REQUIRE_GPU();
   const int width = 5376, rows = 7;

@@ -16,11 +16,23 @@ namespace {
 using gpu_test::DeviceArray;
 using gpu_test::ToF;
 
-void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false) {
-  SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch);
+// left_scales: the branch holds unscaled FP8 GEMM sums with the column and
+// token scales that GEMM left (ResidualNormParams::branch_col_scale /
+// branch_token_scale); the reference scales them first.
+void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
+                       bool left_scales = false) {
+  SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
+                                  << " left_scales=" << left_scales);
   const size_t n = static_cast<size_t>(tokens) * hidden;
   const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
-  const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n));
+  const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n, 0.0f, left_scales ? 200.0f : 1.0f));
+  const auto col = gpu_test::RandomFloats(hidden, 0.005f, 0.001f);
+  const auto tok = gpu_test::RandomFloats(tokens, 0.01f, 0.002f);
+  DeviceArray<float> dcol(col), dtok(tok);
+  auto branch_value = [&](int t, int i) {
+    const double v = ToF(br[size_t(t) * hidden + i]);
+    return left_scales ? v * col[i] * tok[t] : v;
+  };
   const auto wb = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
   const auto wo = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
   const float s = 0.7f;
@@ -32,6 +44,10 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   p.branch = branch && !f32_branch ? dbr.get() : nullptr;
   p.branch_f32 = branch && f32_branch ? dbr32.get() : nullptr;
   p.branch_weight = dwb.get();
+  if (left_scales) {
+    p.branch_col_scale = dcol.get();
+    p.branch_token_scale = dtok.get();
+  }
   p.layer_scalar = scalar ? ds.get() : nullptr;
   p.residual = dh.get();
   p.out_weight = dwo.get();
@@ -46,12 +62,12 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   for (int t = 0; t < tokens; ++t) {
     const size_t o = static_cast<size_t>(t) * hidden;
     double ss = 0;
-    for (int i = 0; i < hidden; ++i) ss += double(ToF(br[o + i])) * ToF(br[o + i]);
+    for (int i = 0; i < hidden; ++i) ss += branch_value(t, i) * branch_value(t, i);
     const double rb = 1.0 / std::sqrt(ss / hidden + 1e-6);
     double ss2 = 0;
     for (int i = 0; i < hidden; ++i) {
       double v = h0[o + i];
-      if (branch) v = (scalar ? s : 1.0) * (v + ToF(br[o + i]) * rb * wb[i]);
+      if (branch) v = (scalar ? s : 1.0) * (v + branch_value(t, i) * rb * wb[i]);
       ref_h[o + i] = v;
       ss2 += v * v;
     }
@@ -87,6 +103,31 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(256, 6160, true, false);
   CheckResidualNorm(256, 16384, true, true);
   CheckResidualNorm(300, 8, true, true);
+}
+
+TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {
+  GEMMA_REQUIRE_GPU();
+  CheckResidualNorm(64, 5376, true, true, false, /*left_scales=*/true);
+  CheckResidualNorm(3, 16384, true, false, false, /*left_scales=*/true);
+  CheckResidualNorm(300, 5376, true, true, false, /*left_scales=*/true);
+  // Both scales or neither, and only on a bf16 branch.
+  DeviceArray<float> h(8), w(8), scale(8);
+  DeviceArray<__nv_bfloat16> b(8), out(8);
+  kernels::ResidualNormParams p;
+  p.branch = b.get();
+  p.branch_weight = w.get();
+  p.residual = h.get();
+  p.out_weight = w.get();
+  p.out = out.get();
+  p.num_tokens = 1;
+  p.hidden = 8;
+  p.branch_col_scale = scale.get();
+  EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
+  p.branch_token_scale = scale.get();
+  EXPECT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
+  p.branch = nullptr;
+  p.branch_f32 = h.get();
+  EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
 }
 
 struct RopeCase {
