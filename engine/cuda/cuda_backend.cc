@@ -110,17 +110,22 @@ int AutoChunkTokens(const ModelConfig& config) {
   return base;
 }
 
-// Every linear: the layers' in order, the LM head last.
-std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const cuda::DeviceWeights& weights) {
+// Every linear: the layers' in order, the LM head last. `left_scales`:
+// decode hands the scales of gate|up to the gelu gate, and, when
+// `to_norms`, those of o_proj and down to the residual norms
+// (ModelForward::EnqueueLayer).
+std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const cuda::DeviceWeights& weights,
+                                              bool left_scales = false, bool to_norms = false) {
   const int h = config.hidden_size, inter = config.intermediate_size;
+  const bool norms = left_scales && to_norms;
   std::vector<cuda::TunedMatrix> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const auto& w = weights.layers()[l];
     const int q_width = config.num_heads * config.layers[l].head_dim;
     mats.push_back({w.qkv, w.qkv_rows, h, false, true});
-    mats.push_back({w.o_proj, h, q_width, false, false});
-    mats.push_back({w.gate_up, 2 * inter, h, false, true});
-    mats.push_back({w.down_proj, h, inter, false, true});
+    mats.push_back({w.o_proj, h, q_width, false, false, norms});
+    mats.push_back({w.gate_up, 2 * inter, h, false, true, left_scales});
+    mats.push_back({w.down_proj, h, inter, false, true, norms});
   }
   mats.push_back({weights.lm_head(), config.vocab_size, h, true, false});
   return mats;
@@ -272,7 +277,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(CreateLinear(*lm_head));
   GEMMA_STATUS_RETURN_IF_ERROR(CreateForward());
   if (t.autotune_gemv) {
-    GEMMA_STATUS_RETURN_IF_ERROR(tuner->TuneLinears(*linear, LinearMatrices(config, *weights), o.max_slots,
+    const auto mats = LinearMatrices(config, *weights, tuner->switches().fp8_left_scales, t.all_reduce == nullptr);
+    GEMMA_STATUS_RETURN_IF_ERROR(tuner->TuneLinears(*linear, mats, o.max_slots,
                                                     std::min(o.max_slots, chunk_tokens),
                                                     config.final_logit_softcap, stream));
   }

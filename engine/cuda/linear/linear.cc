@@ -309,10 +309,16 @@ absl::Status LinearDispatcher::Autotune(int n, int k, int batch, const DeviceMat
 }
 
 absl::Status LinearDispatcher::AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m,
-                                            bool out_f32, float softcap, bool codes_given, cudaStream_t stream) {
+                                            bool out_f32, float softcap, bool codes_given, bool scales_left,
+                                            cudaStream_t stream) {
   wgmma_.set_gemv_key_suffix(a16_ ? "" : "/no-a16");
+  wgmma_.set_lt_key_suffix(scales_left ? "/left" : "");
   return wgmma_.Autotune(
-      mats, n, k, max_m, out_f32, softcap, codes_given, [&](const LinearArgs& a) { return RunFp8Baseline(a, stream); },
+      mats, n, k, max_m, out_f32, softcap, codes_given,
+      [&](const LinearArgs& a) {
+        LeftScales left;  // the reader scales: no scaling kernel to time
+        return RunFp8Baseline(a, stream, scales_left ? &left : nullptr);
+      },
       [&](LinearArgs& a) { return PrepareFp8Input(a, stream); }, stream);
 }
 

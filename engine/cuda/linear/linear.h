@@ -117,8 +117,11 @@ class LinearDispatcher {
   // softcap as the real calls (the LM head). Not graph-safe: call before
   // capture.
   // `codes_given`: whether decode passes this shape x_fp8 (WgmmaPath::Autotune).
+  // `scales_left`: whether decode hands its output's reader the scales
+  // (Run's `left`): the cuBLASLt baseline is then timed without its scaling
+  // kernel, as it runs.
   absl::Status AutotuneWgmmaFp8(std::span<const DeviceMatrix> mats, int n, int k, int max_m, bool out_f32,
-                                float softcap, bool codes_given, cudaStream_t stream);
+                                float softcap, bool codes_given, bool scales_left, cudaStream_t stream);
   // What an fp8 Run of w at m rows launches: a wgmma variant x splits,
   // "GEMV" or "cuBLASLt" (logs, tests).
   std::string Fp8GemmFor(const DeviceMatrix& w, int n, int k, int m) const { return wgmma_.Describe(w, n, k, m); }

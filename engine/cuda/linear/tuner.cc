@@ -89,24 +89,24 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
 // A tuning failure that leaves the device usable only costs the wgmma path.
 absl::Status Tuner::TuneWgmma(LinearDispatcher& linear, std::span<const TunedMatrix> mats, int max_m,
                               float lm_head_softcap, cudaStream_t stream) {
-  // (n, k, LM head, codes given) -> the matrices of that shape.
-  std::map<std::tuple<int, int, bool, bool>, std::vector<DeviceMatrix>> groups;
+  // (n, k, LM head, codes given, scales left) -> the matrices of that shape.
+  std::map<std::tuple<int, int, bool, bool, bool>, std::vector<DeviceMatrix>> groups;
   int max_n = 0;
   for (const TunedMatrix& m : mats) {
     // int4 matrices with an fp8 copy run the copy above kMaxW4RowsWithFp8Copy
     // rows (linear_int4.cc): its wgmma choice is tuned like fp8 weights'.
     const DeviceMatrix w = m.w.int4() && m.w.w4_fp8 != nullptr ? m.w.Fp8Copy() : m.w;
     if (!w.fp8() || w.wgmma == nullptr) continue;
-    groups[{m.n, m.k, m.lm_head, m.codes_given}].push_back(w);
+    groups[{m.n, m.k, m.lm_head, m.codes_given, m.scales_left}].push_back(w);
     max_n = std::max(max_n, m.n);
   }
   if (groups.empty()) return absl::OkStatus();
   absl::Status st = linear.ReserveWgmmaFp8(max_n);
   for (const auto& [shape, group] : groups) {
     if (!st.ok()) break;
-    const auto [n, k, lm_head, codes_given] = shape;
+    const auto [n, k, lm_head, codes_given, scales_left] = shape;
     st = linear.AutotuneWgmmaFp8(group, n, k, max_m, lm_head, lm_head ? lm_head_softcap : 0.0f,
-                                  codes_given, stream);
+                                  codes_given, scales_left, stream);
   }
   if (st.ok()) return absl::OkStatus();
   GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // a device fault is fatal

@@ -83,6 +83,10 @@ struct TunedMatrix {
   // norm or gelu gate writes the codes): QKV, gate/up and down; not o_proj
   // (attention output) or the LM head.
   bool codes_given = false;
+  // Decode's reader of its output applies an fp8 GEMM's scales itself
+  // (LinearDispatcher::Run's LeftScales, GEMMA_FP8_LEFT_SCALES): gate|up,
+  // and o_proj and down without tensor parallelism.
+  bool scales_left = false;
 };
 
 class Tuner {

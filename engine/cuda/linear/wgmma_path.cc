@@ -147,7 +147,7 @@ std::string WgmmaPath::CacheKey(int n, int k, int bucket, bool codes_given) cons
   const std::string baseline = bucket <= kernels::kGemvMaxBatch
                                    ? absl::StrCat("/gemv", kernels::NumGemvFp8Variants(), gemv_key_suffix_,
                                                   codes_given ? "" : "/quant")
-                                   : absl::StrCat("/lt", cublasLtGetVersion());
+                                   : absl::StrCat("/lt", cublasLtGetVersion(), lt_key_suffix_);
   return kernels::attention::AutotuneCache::Key(
       "wgmma-fp8", absl::StrCat(n, "x", k, "/m", bucket, "/v", kernels::NumWgmmaFp8Variants(), "/sk",
                                 fast_accum_ ? "/fast" : "/fp32acc", baseline));

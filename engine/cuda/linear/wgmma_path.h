@@ -142,6 +142,9 @@ class WgmmaPath {
   // What else the GEMV baseline's choice depends on (e.g. "/no-a16"): part
   // of the GEMV buckets' cache keys.
   void set_gemv_key_suffix(std::string s) { gemv_key_suffix_ = std::move(s); }
+  // The same for the cuBLASLt buckets (e.g. "/left": timed without the
+  // scaling kernel, LinearDispatcher's LeftScales).
+  void set_lt_key_suffix(std::string s) { lt_key_suffix_ = std::move(s); }
   int cache_hits() const { return cache_hits_; }
 
  private:
@@ -160,6 +163,7 @@ class WgmmaPath {
   int num_counters_ = 0;
   int cache_hits_ = 0;
   std::string gemv_key_suffix_;
+  std::string lt_key_suffix_;
   std::set<std::string> only_shapes_;  // GEMMA_FP8_WGMMA_SHAPES (empty: all)
   int max_m_ = kMaxM;                  // GEMMA_FP8_WGMMA_MAX_M
 };

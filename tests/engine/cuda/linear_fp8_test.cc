@@ -309,7 +309,7 @@ TunedDispatcher TunedWgmmaDispatcher(const WgmmaWeights& w, float softcap, bool 
   EXPECT_TRUE((*dispatcher)->ReserveWgmmaFp8(w.n).ok());
   const cuda::DeviceMatrix mats[] = {w.matrix()};
   const absl::Status st =
-      (*dispatcher)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, nullptr);
+      (*dispatcher)->AutotuneWgmmaFp8(mats, w.n, w.k, 64, softcap > 0.0f, softcap, codes_given, false, nullptr);
   EXPECT_TRUE(st.ok()) << st;
   return {std::move(tuner), std::move(*dispatcher)};
 }
