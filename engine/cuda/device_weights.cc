@@ -118,7 +118,6 @@ class DeviceWeights::Planner {
   int64_t bf16_used() const { return bf16_used_; }
   int64_t f32_used() const { return f32_used_; }
   int64_t fp8_used() const { return fp8_used_; }
-  int64_t deferred_used() const { return deferred_used_; }
 
  private:
   int64_t Bf16Rows(const TensorRef* src, int64_t count) {
@@ -155,9 +154,10 @@ DeviceWeights::LayerOffsets DeviceWeights::PlanLayer(Planner& pl, const ModelCon
   // stay bf16; the others need no bf16 place at all.
   const bool w4a16 = lw != nullptr && c.int4_checkpoint.has_value();
   auto start = [&](const PackedInt4Ref* packed) {
-    pl.set_deferring(defer && (!w4a16 || packed->present()));
+    const bool deferred = defer && (!w4a16 || packed->present());
+    pl.set_deferring(deferred);
     const auto [data, scale] = pl.Next();
-    return MatrixOffsets{data, scale, defer && (!w4a16 || packed->present())};
+    return MatrixOffsets{data, scale, deferred};
   };
   const LayerWeights none;
   const LayerWeights& p = lw ? *lw : none;
@@ -292,7 +292,6 @@ absl::Status DeviceWeights::Plan(const ModelConfig& c, const ModelWeights* w) {
   for (int l = 0; l < c.num_layers; ++l) {
     offsets.push_back(PlanLayer(pl, c, l, w ? &w->layers[l] : nullptr, defer_linears_));
   }
-  deferred_used_ = pl.deferred_used();
   GEMMA_STATUS_RETURN_IF_ERROR(bf16_.Allocate(pl.bf16_used() * 2));
   GEMMA_STATUS_RETURN_IF_ERROR(f32_.Allocate(pl.f32_used() * 4));
   if (pl.fp8_used() > 0) GEMMA_STATUS_RETURN_IF_ERROR(fp8_.Allocate(pl.fp8_used()));
@@ -344,6 +343,17 @@ struct DeviceWeights::Staging {
 
 void DeviceWeights::StagingFree::operator()(Staging* s) const { delete s; }
 
+// The random draw of piece `i` (no output set): the same values whether the
+// piece is drawn at load (FillRandom) or when it is quantized (FillDeferred).
+kernels::RandomFillParams DeviceWeights::RandomPiece(const Piece& p, size_t i, uint64_t seed) {
+  kernels::RandomFillParams rp;
+  rp.count = p.count;
+  rp.seed = seed * 1000003ULL + i;
+  rp.mean = p.mean;
+  rp.stddev = p.stddev;
+  return rp;
+}
+
 DeviceWeights::~DeviceWeights() = default;
 
 absl::Status DeviceWeights::UploadConverted(const Piece& p, void* dst, bool to_f32, Staging& staging,
@@ -365,11 +375,7 @@ absl::Status DeviceWeights::FillDeferred(int64_t begin, int64_t count, __nv_bflo
     if (p.offset + p.count > begin + count) return absl::InternalError("int4: a deferred piece crosses its matrix");
     __nv_bfloat16* out = dst + (p.offset - begin);
     if (random_) {
-      kernels::RandomFillParams rp;
-      rp.count = p.count;
-      rp.seed = random_seed_ * 1000003ULL + i;  // FillRandom's seed for this piece
-      rp.mean = p.mean;
-      rp.stddev = p.stddev;
+      kernels::RandomFillParams rp = RandomPiece(p, i, random_seed_);
       rp.out_bf16 = out;
       GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchRandomFill(rp, stream));
       continue;
@@ -462,11 +468,7 @@ absl::Status DeviceWeights::FillRandom(uint64_t seed, cudaStream_t stream) {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const Piece& p = pieces_[i];
     if (p.arena == Arena::kDeferred) continue;  // drawn when QuantizeLinearsInt4 quantizes it (FillDeferred)
-    kernels::RandomFillParams rp;
-    rp.count = p.count;
-    rp.seed = seed * 1000003ULL + i;
-    rp.mean = p.mean;
-    rp.stddev = p.stddev;
+    kernels::RandomFillParams rp = RandomPiece(p, i, seed);
     if (p.arena == Arena::kF32) {
       rp.out_f32 = f32_.get<float>() + p.offset;
     } else {
@@ -511,7 +513,7 @@ absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Random(const Model
   GEMMA_STATUS_RETURN_IF_ERROR(dw->FillRandom(seed, stream));
   dw->AttachWgmmaMaps(config);
   spdlog::info("cuda: random {} weights, {:.2f} GB on the device{}", WeightDTypeName(dtype), dw->bytes() / 1e9,
-               dw->deferred_used_ > 0 ? " (the layer matrices drawn as they are quantized to int4)" : "");
+               dw->defer_linears_ ? " (the layer matrices drawn as they are quantized to int4)" : "");
   return dw;
 }
 

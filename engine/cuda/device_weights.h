@@ -32,6 +32,7 @@
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/wgmma_fp8.h"
+#include "kernels/init/random_init.h"
 
 namespace gemma::cuda {
 
@@ -140,6 +141,7 @@ class DeviceWeights {
   struct Staging;
   absl::Status CopyFp8Piece(const Piece& p, Staging& staging, cudaStream_t stream);
   absl::Status FillRandom(uint64_t seed, cudaStream_t stream);
+  static kernels::RandomFillParams RandomPiece(const Piece& p, size_t i, uint64_t seed);
   // Writes the deferred pieces of [begin, begin + count) of the deferred
   // space (one matrix) into dst as bf16: drawn as FillRandom would have, or
   // read from the checkpoint (pack-quantized pieces are left alone).
@@ -161,7 +163,6 @@ class DeviceWeights {
   // what FillDeferred needs until QuantizeLinearsInt4 is done.
   bool defer_linears_ = false;
   std::vector<std::array<int64_t, 4>> deferred_at_;
-  int64_t deferred_used_ = 0;
   bool random_ = false;
   uint64_t random_seed_ = 0;
   std::unique_ptr<Staging, StagingFree> deferred_staging_;
