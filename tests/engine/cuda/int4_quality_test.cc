@@ -20,7 +20,8 @@
 //   4. GEMMA_INT4_FP8_COPY=1 (an E4M3 copy for passes above 16 rows) within
 //      the bounds of 1.;
 //   5. GEMMA_FP8_LEFT_SCALES=1 (the fp8 GEMMs' scales applied by the kernels
-//      that read their outputs) against the scaling kernel, fp8 and int4.
+//      that read their outputs) as close to the golden as the scaling
+//      kernel, fp8 and int4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,16 +114,14 @@ Logits RunFortunes(CudaBackend* b) {
 
 class Int4FortunesQuality : public testing::TestWithParam<WeightDType> {};
 
-// Runs `b` on the golden prompts and holds it to the float64 golden with the
-// int4 bounds: they only catch a broken path (wrong codes, scales or
-// fragments give random argmaxes).
-void ExpectInt4Quality(CudaBackend* b, const std::string& what) {
-  const int vocab = b->config().vocab_size;
-  const Logits got = RunFortunes(b);
+// Row-by-row agreement of a run of the golden prompts with the float64
+// golden logits: {prefill, decode}.
+std::pair<Agreement, Agreement> AgainstGolden(const Logits& got, int vocab) {
   const auto golden = gpu_test::LoadGolden(FortunesDir());
-  ASSERT_EQ(got.prefill.size(), golden.size());
+  EXPECT_EQ(got.prefill.size(), golden.size());
+  EXPECT_EQ(got.steps.size(), golden.size());
   Agreement prefill, steps;
-  for (size_t i = 0; i < golden.size(); ++i) {
+  for (size_t i = 0; i < std::min({golden.size(), got.prefill.size(), got.steps.size()}); ++i) {
     const auto& g = golden[i];
     for (size_t r = 0; r < g.ids.size(); ++r) {
       prefill.Add(got.prefill[i].data() + r * vocab, g.prefill_logits.data() + r * vocab, vocab, 1.0);
@@ -131,6 +130,14 @@ void ExpectInt4Quality(CudaBackend* b, const std::string& what) {
       steps.Add(got.steps[i].data() + s * vocab, g.step_logits.data() + (s + 1) * vocab, vocab, 1.0);
     }
   }
+  return {prefill, steps};
+}
+
+// Runs `b` on the golden prompts and holds it to the float64 golden with the
+// int4 bounds: they only catch a broken path (wrong codes, scales or
+// fragments give random argmaxes).
+void ExpectInt4Quality(CudaBackend* b, const std::string& what) {
+  const auto [prefill, steps] = AgainstGolden(RunFortunes(b), b->config().vocab_size);
   prefill.Print("int4-quality", what + " prefill vs float64");
   steps.Print("int4-quality", what + " decode vs float64");
   for (const Agreement* a : {&prefill, &steps}) {
@@ -241,15 +248,21 @@ void WriteOnGridFortunes(const std::string& dst) {
 // GEMMA_FP8_LEFT_SCALES=1: the golden prompts' prefills (9..128 rows, with
 // the wgmma linear off: cuBLASLt without the outer-vector mode) leave the
 // fp8 GEMMs' sums unscaled for the gelu gate and the residual norms, which
-// scale them as they read. Against the same weights with the scaling kernel
-// (the default): one bf16 rounding fewer, so the logits move by bf16 noise
-// only, and they must move (else the path did not run). fp8 weights, and
-// int4 weights, whose fp8 copy serves those passes.
-TEST(Fp8LeftScales, SameLogitsAsTheScalingKernel) {
+// scale them as they read: one bf16 rounding fewer per element than the
+// scaling kernel. The two runs' logits differ by more than that rounding:
+// the next linear rounds its input to E4M3 (steps of 2^-3), so a bf16 ulp
+// can move a code by a whole step, and such flips compound over the layers
+// (H100, 2026-12-06: left vs kernel row error mean 0.061 / worst 0.138 in
+// prefill with fp8 weights). So each run is held to the float64 golden: the
+// left scales must be as good as the kernel (mean error within 25 %, the
+// fp8 or int4 bounds, top-1 agreement), and the prefill logits must differ
+// (else the path did not run). fp8 weights, and int4 weights, whose fp8
+// copy serves those passes.
+TEST(Fp8LeftScales, AsCloseToTheGoldenAsTheScalingKernel) {
   GEMMA_REQUIRE_GPU();
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   for (WeightDType dtype : {WeightDType::kFP8, WeightDType::kINT4}) {
-    const std::string what = std::string(WeightDTypeName(dtype)) + " weights, scales left to the consumers";
+    const std::string name(WeightDTypeName(dtype));
     Logits ref;
     int vocab = 0;
     {
@@ -267,13 +280,20 @@ TEST(Fp8LeftScales, SameLogitsAsTheScalingKernel) {
     for (size_t i = 0; i < std::min(got.prefill.size(), ref.prefill.size()); ++i) {
       differs = differs || got.prefill[i] != ref.prefill[i];
     }
-    EXPECT_TRUE(differs) << what << ": the prefill logits are the scaling kernel's bits: the path did not run";
-    const auto [prefill, steps] = Compare(got, ref, vocab);
-    prefill.Print("int4-quality", what + ", prefill vs the scaling kernel");
-    steps.Print("int4-quality", what + ", decode vs the scaling kernel");
-    for (const Agreement* a : {&prefill, &steps}) {
-      EXPECT_LT(a->worst, 0.05) << what;
-      EXPECT_EQ(a->agree, a->confident) << what;
+    EXPECT_TRUE(differs) << name << ": the prefill logits are the scaling kernel's bits: the path did not run";
+    const auto [ref_prefill, ref_steps] = AgainstGolden(ref, vocab);
+    const auto [prefill, steps] = AgainstGolden(got, vocab);
+    ref_prefill.Print("int4-quality", name + " weights, the scaling kernel, prefill vs float64");
+    ref_steps.Print("int4-quality", name + " weights, the scaling kernel, decode vs float64");
+    prefill.Print("int4-quality", name + " weights, scales left to the consumers, prefill vs float64");
+    steps.Print("int4-quality", name + " weights, scales left to the consumers, decode vs float64");
+    const bool fp8 = dtype == WeightDType::kFP8;
+    for (const auto& [a, r] : {std::pair{&prefill, &ref_prefill}, std::pair{&steps, &ref_steps}}) {
+      EXPECT_LT(a->mean(), 1.25 * r->mean()) << name;
+      // The fp8 and int4 quality tests' bounds (fp8_quality_test.cc, ExpectInt4Quality).
+      EXPECT_LT(a->mean(), fp8 ? 0.1 : 0.25) << name;
+      EXPECT_LT(a->worst, fp8 ? 0.25 : 0.9) << name;
+      EXPECT_GE(a->agree, (fp8 ? 0.9 : 0.8) * a->confident) << name;
     }
   }
   unsetenv("GEMMA_FP8_WGMMA");
