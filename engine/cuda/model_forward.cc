@@ -13,7 +13,6 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/kv_expand.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/gemv/w4a16_chain.h"
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
 #include "kernels/sampling/argmax.h"
@@ -76,27 +75,6 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     }
   }
   GEMMA_STATUS_RETURN_IF_ERROR(r->Allocate(max_tokens));
-  if (tuner != nullptr && tuner->switches().int4_chain) {
-    const int h = config.hidden_size;
-    bool eligible = h % 32 == 0 && h <= kernels::kW4ChainMaxNormK && config.intermediate_size % 32 == 0 &&
-                    config.intermediate_size <= kernels::kW4ChainMaxK;
-    for (size_t l = 0; l < config.layers.size() && eligible; ++l) {
-      const DeviceLayer& w = weights->layers()[l];
-      eligible = w.qkv.int4() && w.o_proj.int4() && w.gate_up.int4() && w.gate_up.w4_paired && w.down_proj.int4() &&
-                 config.num_heads * config.layers[l].head_dim <= kernels::kW4ChainMaxK;
-    }
-    if (eligible) {
-      GEMMA_STATUS_RETURN_IF_ERROR(r->residual_alt_.Allocate(h * sizeof(float)));
-      GEMMA_STATUS_RETURN_IF_ERROR(r->chain_barrier_.Allocate(kernels::W4ChainBarrierBytes()));
-      GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(r->chain_barrier_.get<void>(), 0, kernels::W4ChainBarrierBytes()));
-      GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy-stream memset before any launch
-      r->chain_ = true;
-      spdlog::info("cuda: GEMMA_INT4_CHAIN: batch-1 decode runs each layer's linears as one chain kernel");
-    } else {
-      spdlog::warn("cuda: GEMMA_INT4_CHAIN=1 needs int4 W4A16 matrices in every layer with a paired gate|up "
-                   "(GEMMA_INT4_GELU_GATE=1): the chain is off");
-    }
-  }
   r->max_table_entries_ = max_table_entries;
   if (pools.kv_fp8 && (tuner == nullptr || tuner->switches().fp8_kv_prefill_bf16)) {
     GEMMA_STATUS_RETURN_IF_ERROR(r->AllocateKvExpand(pools, max_tokens));
@@ -256,67 +234,10 @@ absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t st
   EmitFp8(weights_->layers()[0].qkv, shape.num_tokens, weights_->layers()[0].qkv_rows, c.hidden_size,
           &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
-  const bool chain = ChainsLayers(shape);
   for (int l = 0; l < c.num_layers; ++l) {
-    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, chain, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, stream));
   }
   return absl::OkStatus();
-}
-
-bool ModelForward::ChainsLayers(const PassShape& shape) const {
-  return chain_ && shape.num_tokens == 1 && all_reduce_ == nullptr;
-}
-
-absl::Status ModelForward::EnqueueChain(int l, cudaStream_t stream) {
-  const ModelConfig& c = *config_;
-  const DeviceLayer& w = weights_->layers()[l];
-  const bool last = l + 1 == c.num_layers;
-  const int h = c.hidden_size, inter = c.intermediate_size;
-  float* residual = residual_.get<float>();
-  float* alt = residual_alt_.get<float>();
-  auto* proj = proj_.get<__nv_bfloat16>();
-  auto* act = act_.get<__nv_bfloat16>();
-  kernels::W4ChainParams p;
-  p.barrier = chain_barrier_.get<unsigned>();
-  auto add = [&](const DeviceMatrix& m, int n, int k, const __nv_bfloat16* x, __nv_bfloat16* out) -> auto& {
-    kernels::W4ChainLinear& cl = p.linears[p.count++];
-    cl.w = static_cast<const uint8_t*>(m.data);
-    cl.scales = m.w4_scales;
-    cl.x = x;
-    cl.out = out;
-    cl.n = n;
-    cl.k = k;
-    cl.paired = m.w4_paired;
-    return cl;
-  };
-  auto norm = [&](kernels::W4ChainLinear& cl, const float* branch_weight, const float* layer_scalar,
-                  const float* residual_in, float* residual_out, const float* out_weight) {
-    cl.has_norm = true;
-    cl.norm = {proj, branch_weight, layer_scalar, residual_in, residual_out, out_weight, c.rms_norm_eps};
-  };
-  add(w.o_proj, h, c.num_heads * c.layers[l].head_dim, attn_.get<__nv_bfloat16>(), proj);
-  kernels::W4ChainLinear& gate_up = add(w.gate_up, 2 * inter, h, nullptr, act);
-  gate_up.gelu_gate = true;
-  norm(gate_up, w.post_attention_norm, nullptr, residual, alt, w.pre_feedforward_norm);
-  add(w.down_proj, h, inter, act, proj);
-  if (!last) {
-    const DeviceLayer& next = weights_->layers()[l + 1];
-    kernels::W4ChainLinear& qkv = add(next.qkv, next.qkv_rows, h, nullptr, qkv_.get<__nv_bfloat16>());
-    norm(qkv, w.post_feedforward_norm, w.layer_scalar, alt, residual, next.input_norm);
-  }
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchW4Chain(p, stream));
-  if (!last) return absl::OkStatus();
-  kernels::ResidualNormParams np;
-  np.branch = proj;
-  np.branch_weight = w.post_feedforward_norm;
-  np.layer_scalar = w.layer_scalar;
-  np.residual = alt;
-  np.out_weight = weights_->final_norm();
-  np.out = normed_.get<__nv_bfloat16>();
-  np.num_tokens = 1;
-  np.hidden = h;
-  np.eps = c.rms_norm_eps;
-  return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 
 absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream) {
@@ -387,7 +308,7 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   return KernelStatus(kernels::LaunchPrefillAttentionWithConfig(ap, *tile, stream));
 }
 
-absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, bool chain, cudaStream_t stream) {
+absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   const LayerSpec& s = c.layers[l];
   const DeviceLayer& w = weights_->layers()[l];
@@ -401,13 +322,10 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, bool chai
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
   EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
-  if (!chain || l == 0) {
-    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
-        WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
-        stream));
-  }
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
+      stream));
   GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
-  if (chain) return EnqueueChain(l, stream);
   // An fp8 GEMM whose sums would be scaled by a kernel of their own leaves
   // the scales to the kernel that reads them next (LeftScales). Not across
   // ranks: each rank's partial sums have their own weight scales.

@@ -77,18 +77,7 @@ class ModelForward {
  private:
   ModelForward() = default;
   absl::Status Allocate(int max_tokens);
-  // `chain`: the pass runs ChainsLayers' path (layer l's QKV was enqueued
-  // by layer l - 1's chain, except at layer 0).
-  absl::Status EnqueueLayer(int l, const PassShape& shape, bool chain, cudaStream_t stream);
-  // GEMMA_INT4_CHAIN: whether a pass of this shape runs each layer's linears
-  // from o_proj to the next QKV as one kernels::LaunchW4Chain (one token,
-  // int4 W4A16 matrices everywhere, paired gate|up, one GPU).
-  bool ChainsLayers(const PassShape& shape) const;
-  // Layer l after its attention: o_proj, the norm and gate|up with the gelu
-  // gate, down, and the norm and the next layer's QKV (the final norm's
-  // kernel after the last layer). The residual moves to residual_alt_ after
-  // the first norm and back to residual_ after the second.
-  absl::Status EnqueueChain(int l, cudaStream_t stream);
+  absl::Status EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream);
   absl::Status EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream);
   // Split-K partitions of decode attention: fixed per batch size, so a
   // captured graph serves every depth.
@@ -130,12 +119,9 @@ class ModelForward {
   int max_context_ = 0;  // keys one sequence may hold (PoolPlan)
   int max_qkv_rows_ = 0;
   int max_q_width_ = 0;
-  bool chain_ = false;  // GEMMA_INT4_CHAIN and every layer eligible (ChainsLayers)
 
   DeviceBuffer metadata_;
   DeviceBuffer residual_;   // fp32 [T, H]
-  DeviceBuffer residual_alt_;   // fp32 [H]: the chain's residual between its two norms
-  DeviceBuffer chain_barrier_;  // kernels::W4ChainBarrierBytes(), zeroed once
   DeviceBuffer normed_;     // bf16 [T, H]: input of the next linear
   DeviceBuffer qkv_;        // bf16 [T, max_qkv_rows]
   DeviceBuffer q_;          // bf16 [T, heads * D]

@@ -91,12 +91,6 @@ struct TuningSwitches {
   // token scales to the kernel that reads the output next (the gelu gate,
   // the residual norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = false;
-  // GEMMA_INT4_CHAIN (default 0 until measured on a GPU): 1 runs a batch-1
-  // decode step's int4 linears from o_proj to the next layer's QKV, with
-  // the two residual norms between them, as one cooperative kernel per
-  // layer (kernels/gemv/w4a16_chain.h) instead of six kernels, so the
-  // weight reads run on across the linears.
-  bool int4_chain = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

@@ -21,9 +21,7 @@
 //      the bounds of 1.;
 //   5. GEMMA_FP8_LEFT_SCALES=1 (the fp8 GEMMs' scales applied by the kernels
 //      that read their outputs) as close to the golden as the scaling
-//      kernel, fp8 and int4;
-//   6. GEMMA_INT4_CHAIN=1 (a decode step's linears and norms as one kernel
-//      per layer) within bf16 noise of the kernels one by one.
+//      kernel, fp8 and int4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -299,43 +297,6 @@ TEST(Fp8LeftScales, AsCloseToTheGoldenAsTheScalingKernel) {
     }
   }
   unsetenv("GEMMA_FP8_WGMMA");
-}
-
-// GEMMA_INT4_CHAIN=1: a batch-1 decode step runs each layer's linears from
-// o_proj to the next QKV, with the two residual norms between them, as one
-// chain kernel (kernels/gemv/w4a16_chain.h). Same weights, and prefills of
-// more than one token still run the separate kernels, so the decode rows
-// differ from the run without the chain only by summation order and bf16
-// rounding (no E4M3 inputs on this path): within bf16 noise of it, within
-// the int4 bounds of the golden, and not its bits (else the chain did not run).
-TEST(Int4Chain, DecodeStepsAsTheKernelsOneByOne) {
-  GEMMA_REQUIRE_GPU();
-  Logits ref;
-  int vocab = 0;
-  {
-    auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
-    ASSERT_NE(b, nullptr);
-    vocab = b->config().vocab_size;
-    ref = RunFortunes(b.get());
-  }
-  setenv("GEMMA_INT4_CHAIN", "1", 1);
-  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
-  unsetenv("GEMMA_INT4_CHAIN");
-  ASSERT_NE(b, nullptr);
-  const Logits got = RunFortunes(b.get());
-  ASSERT_EQ(got.steps.size(), ref.steps.size());
-  bool differs = false;
-  for (size_t i = 0; i < got.steps.size(); ++i) differs = differs || got.steps[i] != ref.steps[i];
-  EXPECT_TRUE(differs) << "the decode logits are the separate kernels' bits: the chain did not run";
-  const auto [prefill, steps] = Compare(got, ref, vocab);
-  steps.Print("int4-quality", "int4 chain, decode vs the kernels one by one");
-  EXPECT_LT(steps.worst, 0.05);
-  EXPECT_EQ(steps.agree, steps.confident);
-  const auto [golden_prefill, golden_steps] = AgainstGolden(got, vocab);
-  golden_steps.Print("int4-quality", "int4 chain, decode vs float64");
-  EXPECT_LT(golden_steps.mean(), 0.25);
-  EXPECT_LT(golden_steps.worst, 0.9);
-  EXPECT_GE(golden_steps.agree, 0.8 * golden_steps.confident);
 }
 
 TEST(Int4OnGrid, EqualsBf16OfTheSameWeights) {

@@ -5,20 +5,17 @@
 // inputs, the Gemma 4 31B shape classes incl. the 262144-row LM head, the
 // fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output),
 // and the paired tiling of a fused gate|up matrix (rows back in order, or
-// gelu_tanh(gate) * up written by the kernel); the chain kernel (linears of
-// one token in one launch), each linear against its own input.
+// gelu_tanh(gate) * up written by the kernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/model/quantization_int4.h"
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv_w4a16.h"
-#include "kernels/gemv/w4a16_chain.h"
 #include "kernels/init/random_init.h"
 #include "kernels/quant/w4_quant.h"
 #include "tests/common/gpu_test_util.h"
@@ -369,212 +366,6 @@ TEST(GemvW4Test, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
   p.paired = true;  // n = 1: not a multiple of 16
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
-}
-
-
-// One linear of a chain against a float64 reference on the input it read
-// (`x`, downloaded after the launch): every output row of small matrices,
-// 40 sampled ones of large ones; gelu: the paired matrix's gelu gate.
-void CheckChainLinear(const W4Matrix& m, const std::vector<__nv_bfloat16>& x, const std::vector<float>& got, bool gelu,
-                      const std::string& what) {
-  SCOPED_TRACE(what);
-  const Shape& s = m.s;
-  const int width = gelu ? s.n / 2 : s.n;
-  ASSERT_EQ(got.size(), size_t(width));
-  for (float v : got) ASSERT_TRUE(std::isfinite(v));
-  std::vector<int> rows;
-  if (int64_t(s.n) * s.k <= (1 << 21)) {
-    for (int r = 0; r < width; ++r) rows.push_back(r);
-  } else {
-    for (int i = 0; i < 24; ++i) rows.push_back(gpu_test::Rng()() % width);
-    for (int r = std::max(0, width - 16); r < width; ++r) rows.push_back(r);
-  }
-  auto dot = [&](int r) {
-    double acc = 0;
-    for (int c = 0; c < s.k; ++c) acc += m.Value(r, c) * gpu_test::ToF(x[c]);
-    return acc;
-  };
-  std::vector<double> ref, out;
-  for (int r : rows) {
-    ref.push_back(gelu ? GeluTanh(dot(r)) * dot(r + s.n / 2) : dot(r));
-    out.push_back(got[r]);
-  }
-  EXPECT_LT(gpu_test::RelErr(out, ref, 0, ref.size()), 6e-3);
-}
-
-struct ChainStep {
-  const W4Matrix* m;
-  int in;  // the buffer it reads: 0 = the caller's x, i + 1 = step i's output
-  bool gelu;
-  bool norm = false;  // x = the residual norm of `in` (the branch) and a random residual
-};
-
-// A step's norm inputs on the device and the host (random residual, weights
-// and layer scalar).
-struct ChainNormData {
-  std::vector<float> residual, branch_weight, out_weight;
-  float scalar = 1.0f;
-  std::unique_ptr<DeviceArray<float>> d_residual, d_residual_out, d_branch_weight, d_out_weight, d_scalar;
-  explicit ChainNormData(int k) {
-    residual = gpu_test::RandomFloats(size_t(k), 0.0f, 3.0f);
-    branch_weight = gpu_test::RandomFloats(size_t(k), 1.0f, 0.3f);
-    out_weight = gpu_test::RandomFloats(size_t(k), 1.0f, 0.3f);
-    scalar = 0.75f;
-    d_residual = std::make_unique<DeviceArray<float>>(residual);
-    d_residual_out = std::make_unique<DeviceArray<float>>(size_t(k));
-    d_branch_weight = std::make_unique<DeviceArray<float>>(branch_weight);
-    d_out_weight = std::make_unique<DeviceArray<float>>(out_weight);
-    d_scalar = std::make_unique<DeviceArray<float>>(std::vector<float>{scalar});
-  }
-  // h' and x (rounded to bf16) of the residual norm in float64.
-  void Reference(const std::vector<__nv_bfloat16>& branch, std::vector<double>* h, std::vector<__nv_bfloat16>* x) const {
-    const size_t k = residual.size();
-    double ss = 0;
-    for (size_t i = 0; i < k; ++i) ss += double(gpu_test::ToF(branch[i])) * gpu_test::ToF(branch[i]);
-    const double rb = 1.0 / std::sqrt(ss / k + 1e-6);
-    h->resize(k);
-    ss = 0;
-    for (size_t i = 0; i < k; ++i) {
-      (*h)[i] = scalar * (residual[i] + gpu_test::ToF(branch[i]) * rb * branch_weight[i]);
-      ss += (*h)[i] * (*h)[i];
-    }
-    const double r = 1.0 / std::sqrt(ss / k + 1e-6);
-    x->resize(k);
-    for (size_t i = 0; i < k; ++i) (*x)[i] = gpu_test::ToB(float((*h)[i] * r * out_weight[i]));
-  }
-};
-
-// Runs `steps` as one chain with every variant, twice each: every linear
-// against the reference on its own input, and the second launch (the barrier
-// as the first left it) the first's bits.
-void CheckChain(const std::vector<ChainStep>& steps, int x_len) {
-  std::vector<std::unique_ptr<DeviceArray<__nv_bfloat16>>> bufs;
-  bufs.push_back(std::make_unique<DeviceArray<__nv_bfloat16>>(gpu_test::ToBf16(gpu_test::RandomFloats(size_t(x_len)))));
-  for (const ChainStep& st : steps) {
-    bufs.push_back(std::make_unique<DeviceArray<__nv_bfloat16>>(size_t(st.gelu ? st.m->s.n / 2 : st.m->s.n)));
-  }
-  std::vector<std::unique_ptr<ChainNormData>> norms(steps.size());
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].norm) norms[i] = std::make_unique<ChainNormData>(steps[i].m->s.k);
-  }
-  DeviceArray<unsigned> barrier(kernels::W4ChainBarrierBytes() / sizeof(unsigned));
-  CUDA_OK(cudaMemset(barrier.get(), 0, kernels::W4ChainBarrierBytes()));
-  kernels::W4ChainParams p;
-  p.count = int(steps.size());
-  p.barrier = barrier.get();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const ChainStep& st = steps[i];
-    kernels::W4ChainLinear& l = p.linears[i];
-    l.w = st.m->w.get();
-    l.scales = st.m->sc.get();
-    l.x = bufs[st.in]->get();
-    l.out = bufs[i + 1]->get();
-    l.n = st.m->s.n;
-    l.k = st.m->s.k;
-    l.paired = st.m->paired;
-    l.gelu_gate = st.gelu;
-    if (st.norm) {
-      const ChainNormData& nd = *norms[i];
-      l.x = nullptr;
-      l.has_norm = true;
-      l.norm.branch = bufs[st.in]->get();
-      l.norm.branch_weight = nd.d_branch_weight->get();
-      l.norm.layer_scalar = nd.d_scalar->get();
-      l.norm.residual_in = nd.d_residual->get();
-      l.norm.residual_out = nd.d_residual_out->get();
-      l.norm.out_weight = nd.d_out_weight->get();
-    }
-  }
-  for (int v = 0; v < kernels::NumW4ChainVariants(); ++v) {
-    const std::string name = kernels::W4ChainVariantName(v);
-    p.variant = v;
-    for (size_t i = 1; i < bufs.size(); ++i) bufs[i]->Poison();
-    ASSERT_EQ(kernels::LaunchW4Chain(p, nullptr), "") << name;
-    CUDA_OK(cudaDeviceSynchronize());
-    std::vector<std::vector<__nv_bfloat16>> first;
-    for (auto& b : bufs) first.push_back(b->Download());
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const std::string what = name + " linear " + std::to_string(i);
-      if (!steps[i].norm) {
-        CheckChainLinear(*steps[i].m, first[steps[i].in], gpu_test::ToFloat(first[i + 1]), steps[i].gelu, what);
-        continue;
-      }
-      std::vector<double> h;
-      std::vector<__nv_bfloat16> x;
-      norms[i]->Reference(first[steps[i].in], &h, &x);
-      EXPECT_LT(gpu_test::RelErr(norms[i]->d_residual_out->Download(), h, 0, h.size()), 1e-5) << what << " residual";
-      CheckChainLinear(*steps[i].m, x, gpu_test::ToFloat(first[i + 1]), steps[i].gelu, what + " (norm)");
-    }
-    for (size_t i = 1; i < bufs.size(); ++i) bufs[i]->Poison();
-    ASSERT_EQ(kernels::LaunchW4Chain(p, nullptr), "") << name;
-    CUDA_OK(cudaDeviceSynchronize());
-    for (size_t i = 1; i < bufs.size(); ++i) {
-      const auto again = bufs[i]->Download();
-      EXPECT_EQ(std::memcmp(again.data(), first[i].data(), again.size() * 2), 0) << name << " output " << i - 1;
-    }
-  }
-}
-
-// Odd and small shapes, both groups, a gelu gate, a linear reading an output
-// two steps back, one with fewer super-chunks than a block has warps, and
-// linears whose x is a residual norm of an earlier output.
-TEST(W4ChainTest, SmallShapesEveryVariant) {
-  GEMMA_REQUIRE_GPU();
-  auto a = HostMatrix(Shape{544, 256}, 32);
-  auto b = HostMatrix(Shape{2112, 544}, 128);
-  b->Tile(true);
-  auto c = HostMatrix(Shape{4099, 1056}, 32);
-  auto d = HostMatrix(Shape{96, 1056}, 128);
-  auto e = HostMatrix(Shape{33, 96}, 32);
-  auto f = HostMatrix(Shape{544, 96}, 32);
-  auto g = HostMatrix(Shape{256, 544}, 128);
-  CheckChain({{a.get(), 0, false},
-              {b.get(), 1, true},
-              {c.get(), 2, false},
-              {d.get(), 2, false},
-              {e.get(), 4, false},
-              {f.get(), 4, false, true},
-              {g.get(), 6, false, true}},
-             256);
-}
-
-// One sliding layer of the 31B as a batch-1 decode step runs its linears:
-// o_proj, the norm and gate|up with the gelu gate, down, the norm and the
-// next layer's QKV.
-TEST(W4ChainTest, A31bLayerEveryVariant) {
-  GEMMA_REQUIRE_GPU();
-  auto o = DeviceMatrix(Shape{5376, 8192});
-  auto gate_up = DeviceMatrix(Shape{43008, 5376});
-  gate_up->Tile(true);
-  auto down = DeviceMatrix(Shape{5376, 21504});
-  auto qkv = DeviceMatrix(Shape{16384, 5376});
-  CheckChain({{o.get(), 0, false}, {gate_up.get(), 1, true, true}, {down.get(), 2, false}, {qkv.get(), 3, false, true}},
-             8192);
-}
-
-TEST(W4ChainTest, RejectsBadArguments) {
-  GEMMA_REQUIRE_GPU();
-  auto m = HostMatrix(Shape{64, 96}, 32);
-  DeviceArray<__nv_bfloat16> x(96), y(64);
-  DeviceArray<unsigned> barrier(2);
-  kernels::W4ChainParams p;
-  p.barrier = barrier.get();
-  EXPECT_NE(kernels::LaunchW4Chain(p, nullptr).find("count must be 1..16, got 0"), std::string::npos);
-  p.count = 1;
-  p.linears[0] = {m->w.get(), m->sc.get(), x.get(), y.get(), 64, 96, false, false};
-  EXPECT_EQ(kernels::LaunchW4Chain(p, nullptr), "");
-  CUDA_OK(cudaDeviceSynchronize());
-  p.linears[0].k = 100;
-  EXPECT_NE(kernels::LaunchW4Chain(p, nullptr).find("linear 0: k must be a positive multiple of 32"), std::string::npos);
-  p.linears[0].k = 96;
-  p.linears[0].gelu_gate = true;
-  EXPECT_NE(kernels::LaunchW4Chain(p, nullptr).find("gelu_gate needs a paired tiling"), std::string::npos);
-  p.linears[0].gelu_gate = false;
-  p.barrier = nullptr;
-  EXPECT_NE(kernels::LaunchW4Chain(p, nullptr).find("barrier"), std::string::npos);
-  p.barrier = barrier.get();
-  p.variant = kernels::NumW4ChainVariants();
-  EXPECT_NE(kernels::LaunchW4Chain(p, nullptr).find("unknown variant"), std::string::npos);
 }
 
 }  // namespace
