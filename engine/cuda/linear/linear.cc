@@ -313,6 +313,7 @@ absl::Status LinearDispatcher::AutotuneWgmmaFp8(std::span<const DeviceMatrix> ma
                                             cudaStream_t stream) {
   wgmma_.set_gemv_key_suffix(a16_ ? "" : "/no-a16");
   wgmma_.set_lt_key_suffix(scales_left ? "/left" : "");
+  wgmma_.set_lt_margin_ms(scales_left ? WgmmaPath::kLeftScalesLtMarginMs : 0.0f);
   return wgmma_.Autotune(
       mats, n, k, max_m, out_f32, softcap, codes_given,
       [&](const LinearArgs& a) {

@@ -54,6 +54,9 @@ struct WgmmaChoice {
   int streamk_per_sm = 0;  // > 0: stream-K over this many CTAs per SM (splits 1)
   float wgmma_ms = 0.0f;
   float baseline_ms = 0.0f;
+  // Not cached: what the baseline must beat wgmma by to be taken
+  // (WgmmaPath::set_lt_margin_ms).
+  float baseline_margin_ms = 0.0f;
 };
 
 // (m, n, k, fp32 out, fp8 inputs) of a cuBLASLt GEMM.

@@ -311,6 +311,9 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
       Store(n, k, bucket, codes_given);
     }
   }
+  for (int b : buckets) {
+    if (b > kernels::kGemvMaxBatch) choices_.at({n, k, b}).baseline_margin_ms = lt_margin_ms_;
+  }
   std::string line = absl::StrCat("cuda: fp8 ", n, " x ", k, " (", mats.size(), " matrices)");
   for (int b : buckets) {
     const WgmmaChoice& c = choices_.at({n, k, b});
@@ -318,8 +321,10 @@ absl::Status WgmmaPath::Autotune(std::span<const DeviceMatrix> mats, int n, int 
     absl::StrAppend(&line, "; m", b, ": ");
     if (c.variant >= 0) absl::StrAppend(&line, Name(c), " ", c.wgmma_ms * 1e3f, " us vs ");
     const char* base = b <= kernels::kGemvMaxBatch ? "GEMV" : "cuBLASLt";
-    absl::StrAppend(&line, base, " ", c.baseline_ms * 1e3f, " us -> ",
-                    c.variant >= 0 && c.wgmma_ms < c.baseline_ms ? "wgmma" : base, cached ? " (cached)" : "");
+    absl::StrAppend(&line, base, " ", c.baseline_ms * 1e3f, " us",
+                    c.baseline_margin_ms > 0.0f ? absl::StrCat(" + ", c.baseline_margin_ms * 1e3f, " us margin") : "",
+                    " -> ", c.variant >= 0 && c.wgmma_ms < c.baseline_ms + c.baseline_margin_ms ? "wgmma" : base,
+                    cached ? " (cached)" : "");
   }
   spdlog::info("{}", line);
   return absl::OkStatus();
@@ -337,7 +342,7 @@ const WgmmaChoice* WgmmaPath::ChoiceFor(const DeviceMatrix& w, int n, int k, int
   if (it == choices_.end() || std::get<0>(it->first) != n || std::get<1>(it->first) != k) return nullptr;
   const WgmmaChoice& c = it->second;
   if (c.variant < 0 || !kernels::WgmmaFp8VariantSupportsM(c.variant, m)) return nullptr;
-  return preference_ == WgmmaPreference::kForce || c.wgmma_ms < c.baseline_ms ? &c : nullptr;
+  return preference_ == WgmmaPreference::kForce || c.wgmma_ms < c.baseline_ms + c.baseline_margin_ms ? &c : nullptr;
 }
 
 std::string WgmmaPath::Launch(const LinearArgs& a, const WgmmaChoice& c, cudaStream_t stream) {

@@ -145,6 +145,17 @@ class WgmmaPath {
   // The same for the cuBLASLt buckets (e.g. "/left": timed without the
   // scaling kernel, LinearDispatcher's LeftScales).
   void set_lt_key_suffix(std::string s) { lt_key_suffix_ = std::move(s); }
+  // cuBLASLt's GEMMs launch without programmatic dependent launch, so in a
+  // decode step the kernel after one loses its early start, which the
+  // tuner's stand-in does not show. Where that matters, a cuBLASLt bucket is
+  // taken only when it measured faster than wgmma by this margin (set before
+  // Autotune; 0 by default).
+  void set_lt_margin_ms(float ms) { lt_margin_ms_ = ms; }
+  // The margin for the shapes whose scales are left to the consumer
+  // (GEMMA_FP8_LEFT_SCALES): H200, int4 + fp8 KV at 16 rows, gate|up and
+  // down moved to cuBLASLt on margins of 1.0-1.3 us and the step took
+  // 0.44 ms longer (12.19 -> 12.63 ms), ~4.8 us per such launch.
+  static constexpr float kLeftScalesLtMarginMs = 0.004f;
   int cache_hits() const { return cache_hits_; }
 
  private:
@@ -154,6 +165,7 @@ class WgmmaPath {
   void Store(int n, int k, int bucket, bool codes_given) const;
 
   std::map<ShapeKey, WgmmaChoice>& choices_;  // the tuner's (n, k, bucket) table
+  float lt_margin_ms_ = 0.0f;
   WgmmaPreference preference_ = WgmmaPreference::kMeasured;
   bool fast_accum_ = true;
   int num_sms_ = 0;
