@@ -29,7 +29,9 @@ constexpr int kMaxW4RowsWithCopy = 16;
 // 2.5-4.3 TB/s, e.g. gate/up 82 vs ~58 us).
 constexpr int kMaxW4RowsWithFp8Copy = 8;
 
-std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
+// `norm_counter`: for a.then_norm (a single launch, FusesNorm).
+std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream,
+                     unsigned* norm_counter = nullptr) {
   kernels::GemvW4Params p;
   p.w = static_cast<const uint8_t*>(a.w.data);
   p.scales = a.w.w4_scales;
@@ -47,6 +49,11 @@ std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaS
   p.paired = a.w.w4_paired;
   p.gelu_gate = a.gelu_gate;
   if (a.gelu_gate) p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * (a.n / 2);
+  if (a.then_norm != nullptr) {
+    p.then_norm = true;
+    p.norm = *a.then_norm;
+    p.norm_counter = norm_counter;
+  }
   return kernels::LaunchGemvW4(p, stream);
 }
 
@@ -66,6 +73,19 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
 bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
   return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
          m <= kMaxW4Rows;
+}
+
+// The fused norm runs its tokens one after another in one block: decode
+// batches only (the W4A16 kernel's rows with the fp8 copy above).
+constexpr int kMaxFusedNormRows = 8;
+
+bool LinearDispatcher::FusesNorm(const LinearArgs& a) {
+  const kernels::ResidualNormParams* n = a.then_norm;
+  return n != nullptr && a.w.int4() && a.m >= 1 && a.m <= kMaxFusedNormRows &&
+         !(a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(a.w, a.m) &&
+         a.out_bf16 != nullptr && !a.gelu_gate && n->branch == a.out_bf16 && n->branch_f32 == nullptr &&
+         n->branch_col_scale == nullptr && n->branch_token_scale == nullptr && n->out_fp8 == nullptr &&
+         n->num_tokens == a.m && n->hidden == a.n;
 }
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
@@ -92,7 +112,8 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream,
       const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
       const auto& best = tuner_.choices().gemv_int4;
       const auto it = best.find({a.n, a.k, rows});
-      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream));
+      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream,
+                                            norm_counter_.get<unsigned>()));
     }
     return absl::OkStatus();
   }

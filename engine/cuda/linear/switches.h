@@ -91,6 +91,12 @@ struct TuningSwitches {
   // token scales to the kernel that reads the output next (the gelu gate,
   // the residual norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = false;
+  // GEMMA_INT4_FUSED_NORM (default 0 until measured on a GPU): 1 hands the
+  // residual norms after o_proj and down to the linear (LinearArgs::then_norm,
+  // one GPU only): where the W4A16 kernel runs it (decode batches of up to 8
+  // rows with the fp8 copy above), that kernel's last block computes the
+  // norm, so no norm kernel launches between the two linears.
+  bool int4_fused_norm = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.
