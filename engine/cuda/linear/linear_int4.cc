@@ -70,10 +70,16 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
   return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
-bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
-  return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
-         m <= kMaxW4Rows;
+namespace {
+// Whether RunInt4 serves m rows of w with the W4A16 kernel (not a copy or a
+// dequantized GEMM): what the kernel's fused epilogues need.
+bool RunsW4Kernel(const DeviceMatrix& w, int m) {
+  return w.int4() && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) &&
+         !LinearDispatcher::Int4UsesFp8Copy(w, m) && m <= kMaxW4Rows;
 }
+}  // namespace
+
+bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) { return w.w4_paired && RunsW4Kernel(w, m); }
 
 // The fused norm runs its tokens one after another in one block: decode
 // batches only (the W4A16 kernel's rows with the fp8 copy above).
@@ -81,11 +87,9 @@ constexpr int kMaxFusedNormRows = 8;
 
 bool LinearDispatcher::FusesNorm(const LinearArgs& a) {
   const kernels::ResidualNormParams* n = a.then_norm;
-  return n != nullptr && a.w.int4() && a.m >= 1 && a.m <= kMaxFusedNormRows &&
-         !(a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(a.w, a.m) &&
-         a.out_bf16 != nullptr && !a.gelu_gate && n->branch == a.out_bf16 && n->branch_f32 == nullptr &&
-         n->branch_col_scale == nullptr && n->branch_token_scale == nullptr && n->out_fp8 == nullptr &&
-         n->num_tokens == a.m && n->hidden == a.n;
+  return n != nullptr && a.m >= 1 && a.m <= kMaxFusedNormRows && RunsW4Kernel(a.w, a.m) && a.out_bf16 != nullptr &&
+         !a.gelu_gate && n->branch == a.out_bf16 && n->branch_f32 == nullptr && n->branch_col_scale == nullptr &&
+         n->branch_token_scale == nullptr && n->out_fp8 == nullptr && n->num_tokens == a.m && n->hidden == a.n;
 }
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
