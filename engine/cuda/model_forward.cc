@@ -330,14 +330,16 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   // the scales to the kernel that reads them next (LeftScales). Not across
   // ranks: each rank's partial sums have their own weight scales.
   const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
-  // GEMMA_INT4_FUSED_NORM: the linear runs the norm after it (inside the
-  // W4A16 kernel where it can, LinearArgs::then_norm), scales it left
-  // included. Not across ranks: the ranks' sums are added in between.
-  const bool norm_in_linear = tuner_ != nullptr && tuner_->switches().int4_fused_norm && all_reduce_ == nullptr;
   LeftScales o_left, down_left, gate_up_left;
   LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
+  GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
+
   kernels::ResidualNormParams np;
   np.branch = proj;
+  np.branch_col_scale = o_left.col;
+  np.branch_token_scale = o_left.token;
   np.branch_weight = w.post_attention_norm;
   np.residual = residual_.get<float>();
   np.out_weight = w.pre_feedforward_norm;
@@ -346,17 +348,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.hidden = h;
   np.eps = c.rms_norm_eps;
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
-  LinearArgs o_proj{w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim};
-  if (norm_in_linear) {
-    o_proj.then_norm = &np;
-    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(o_proj, stream));
-  } else {
-    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(o_proj, stream, to_norm));
-    GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
-    np.branch_col_scale = o_left.col;
-    np.branch_token_scale = o_left.token;
-    GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
-  }
+  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
   EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
@@ -374,8 +366,14 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
-  np.branch_col_scale = nullptr;
-  np.branch_token_scale = nullptr;
+  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
+                   gp.out_scale),
+      stream, to_norm != nullptr ? &down_left : nullptr));
+  GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
+
+  np.branch_col_scale = down_left.col;
+  np.branch_token_scale = down_left.token;
   np.branch_weight = w.post_feedforward_norm;
   np.layer_scalar = w.layer_scalar;
   const bool last = l + 1 == c.num_layers;
@@ -384,16 +382,6 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   // its output (an fp8 LM head quantizes them itself, or takes them as a16).
   const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
   EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
-  LinearArgs down = WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
-                                 gp.out_scale);
-  if (norm_in_linear) {
-    down.then_norm = &np;
-    return linear_->Run(down, stream);
-  }
-  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(down, stream, to_norm != nullptr ? &down_left : nullptr));
-  GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
-  np.branch_col_scale = down_left.col;
-  np.branch_token_scale = down_left.token;
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 

@@ -27,12 +27,6 @@ __device__ __forceinline__ void Load8(const float* src, float out[8]) {
   out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w, out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
 }
 
-// The same through L2 only (rows other blocks of the running grid wrote).
-__device__ __forceinline__ void Load8Cg(const float* src, float out[8]) {
-  const float4 lo = __ldcg(reinterpret_cast<const float4*>(src)), hi = __ldcg(reinterpret_cast<const float4*>(src) + 1);
-  out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w, out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
-}
-
 __device__ __forceinline__ void Store8(float* dst, const float in[8]) {
   reinterpret_cast<float4*>(dst)[0] = make_float4(in[0], in[1], in[2], in[3]);
   reinterpret_cast<float4*>(dst)[1] = make_float4(in[4], in[5], in[6], in[7]);

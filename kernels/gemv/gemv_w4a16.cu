@@ -8,7 +8,6 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/smem_copy.cuh"
 #include "kernels/common/stream_load.cuh"
-#include "kernels/norm/residual_norm_block.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -222,31 +221,6 @@ __device__ __forceinline__ void StagedGroupInit(const float* group_sums, int gro
   }
 }
 
-// GemvW4Params::then_norm: every block arrives once its outputs are stored;
-// the last to arrive resets the counter for the next launch (which waits
-// for this grid before its own arrivals) and runs the norm over all tokens.
-// Every thread of every block calls it. Compiled only into the NORM
-// instances (batches of up to 8 rows with then_norm): the others keep their
-// registers.
-template <bool NORM>
-__device__ __forceinline__ void NormIfLast(const GemvW4Params& p) {
-  if constexpr (!NORM) return;
-  __shared__ unsigned is_last;
-  __shared__ float scratch[32];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this block's outputs before its arrival
-    is_last = atomicAdd(p.norm_counter, 1u) == gridDim.x - 1;
-    if (is_last) {
-      atomicExch(p.norm_counter, 0u);
-      __threadfence();  // every other block's outputs, seen through L2
-    }
-  }
-  __syncthreads();
-  if (!is_last) return;
-  for (int t = 0; t < p.norm.num_tokens; ++t) ResidualNormTokenByBlock(p.norm, t, scratch);
-}
-
 // A group of KS warps owns RT consecutive 16-row tiles and splits their S
 // super-chunks evenly; a step covers U super-chunks. Per super-chunk a lane
 // loads 2 x 16 bytes of codes and 16 bytes of scales per tile (L1 bypassed,
@@ -261,7 +235,7 @@ __device__ __forceinline__ void NormIfLast(const GemvW4Params& p) {
 // on x), with -136 * sum(x) of every 32-group beside it so that the codes
 // need no offset subtraction (MultiplyGroup's FOLD). Dynamic shared memory:
 // StagedXBytes(batch, k) <= kMaxStagedXBytes (the launcher checks).
-template <int RT, int NT, int U, int KS, int WARPS, bool PIPE, bool STAGE_X, bool NORM>
+template <int RT, int NT, int U, int KS, int WARPS, bool PIPE, bool STAGE_X>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
@@ -350,7 +324,6 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
 
   if (static_cast<int>(blockIdx.x) >= num_block_tiles) {  // block-uniform; never with Launch's grids
     WaitForPreviousKernel();
-    NormIfLast<NORM>(p);
     return;
   }
   set_tile(blockIdx.x);
@@ -397,38 +370,28 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
     if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
     if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
   }
-  NormIfLast<NORM>(p);
 }
 
 // stage_x tilings read x from L1/L2 where it does not fit kMaxStagedXBytes.
-template <int RT, int NT, int U, int KS, int WARPS, bool PIPE, bool persistent, bool stage_x, bool NORM>
-void LaunchWith(const GemvW4Params& p, cudaStream_t stream) {
+template <int RT, int NT, int U, int KS, int WARPS, bool PIPE = true, bool persistent = false, bool stage_x = false>
+void Launch(const GemvW4Params& p, cudaStream_t stream) {
   static_assert(!(persistent && stage_x), "a persistent grid is sized without dynamic shared memory");
   const int tiles_per_block = (WARPS / KS) * RT;
   const int block_tiles = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   if constexpr (stage_x) {
     const int64_t smem = StagedXBytes(p.batch, p.k, NT);
     if (smem <= kMaxStagedXBytes) {
-      constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, true, NORM>;
+      constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, true>;
       // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
       SetSmemLimitOnThisDevice<kernel>(kMaxStagedXBytes);
       LaunchWithPdl(kernel, dim3(block_tiles), dim3(WARPS * 32), static_cast<int>(smem), stream, p);
       return;
     }
   }
-  constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, false, NORM>;
+  constexpr auto kernel = GemvW4Kernel<RT, NT, U, KS, WARPS, PIPE, false>;
   int blocks = block_tiles;
   if constexpr (persistent) blocks = PersistentGrid(block_tiles, ResidentBlocks<kernel>(WARPS * 32));
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
-}
-
-// then_norm takes the NORM instances (one-n8-tile widths only: batches up to 8).
-template <int RT, int NT, int U, int KS, int WARPS, bool PIPE = true, bool persistent = false, bool stage_x = false>
-void Launch(const GemvW4Params& p, cudaStream_t stream) {
-  if constexpr (NT == 1) {
-    if (p.then_norm) return LaunchWith<RT, NT, U, KS, WARPS, PIPE, persistent, stage_x, true>(p, stream);
-  }
-  LaunchWith<RT, NT, U, KS, WARPS, PIPE, persistent, stage_x, false>(p, stream);
 }
 
 // Batches 1..8 with x staged as in STAGE_X, and the weights streamed through
@@ -438,7 +401,7 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
 // back only the slots it filled itself, so waiting for its own groups is
 // enough (no barrier in the loop); a slot is refilled one iteration after
 // its registers fed the MMAs. One block tile per block.
-template <int RT, int STAGES, int KS, int WARPS, bool NORM>
+template <int RT, int STAGES, int KS, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int NT = 1;
@@ -511,28 +474,21 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 
   if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
   if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
-  NormIfLast<NORM>(p);
 }
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
-template <int RT, int STAGES, int KS, int WARPS, bool NORM>
-void LaunchAsyncWith(const GemvW4Params& p, cudaStream_t stream) {
+template <int RT, int STAGES, int KS, int WARPS>
+void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * 3 * 32 * 16;
   const int64_t staged = StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, NORM>;
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
   const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), static_cast<int>(kRingBytes + staged), stream, p);
-}
-
-template <int RT, int STAGES, int KS, int WARPS>
-void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
-  if (p.then_norm) return LaunchAsyncWith<RT, STAGES, KS, WARPS, true>(p, stream);
-  LaunchAsyncWith<RT, STAGES, KS, WARPS, false>(p, stream);
 }
 
 // Batches above 8 (NT >= 2): reading x per warp from L1/L2 would move NT
@@ -542,7 +498,7 @@ void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
 // hit distinct banks), and every warp of that K part (different row tiles)
 // reads it. Weights and scales as in GemvW4Kernel, one super-chunk per step,
 // two register stages. One block tile per block.
-template <int RT, int NT, int KS, int WARPS, bool NORM>
+template <int RT, int NT, int KS, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int kRows = NT * 8;
@@ -626,26 +582,17 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4StagedKernel(const __grid_co
 
   if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
   if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
-  NormIfLast<NORM>(p);
 }
 
-template <int RT, int NT, int KS, int WARPS, bool NORM>
-void LaunchStagedWith(const GemvW4Params& p, cudaStream_t stream) {
-  constexpr auto kernel = GemvW4StagedKernel<RT, NT, KS, WARPS, NORM>;
+template <int RT, int NT, int KS, int WARPS>
+void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
+  constexpr auto kernel = GemvW4StagedKernel<RT, NT, KS, WARPS>;
   constexpr int kSmem = 2 * KS * NT * 8 * 16 * 16;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(kSmem);
   const int tiles_per_block = (WARPS / KS) * RT;
   const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), kSmem, stream, p);
-}
-
-template <int RT, int NT, int KS, int WARPS>
-void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
-  if constexpr (NT == 1) {
-    if (p.then_norm) return LaunchStagedWith<RT, NT, KS, WARPS, true>(p, stream);
-  }
-  LaunchStagedWith<RT, NT, KS, WARPS, false>(p, stream);
 }
 
 // n<8-row x tiles>-t<16-row tiles per warp>u<super-chunks per step>k<warps
@@ -763,25 +710,6 @@ std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
   if (p.paired && p.n % 16 != 0) return "gemv_w4a16: a paired tiling needs n a multiple of 16";
   if (p.gelu_gate && (!p.paired || !p.out_bf16)) return "gemv_w4a16: gelu_gate needs a paired tiling and bf16 output";
   if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_w4a16: unknown variant";
-  if (p.then_norm) {
-    const ResidualNormParams& n = p.norm;
-    if (!p.norm_counter) return "gemv_w4a16: then_norm needs norm_counter";
-    if (p.batch > 8) return "gemv_w4a16: then_norm serves batches of up to 8 rows";
-    if (!p.out_bf16 || p.gelu_gate || n.branch != p.out_bf16 || n.num_tokens != p.batch || n.hidden != p.n) {
-      return "gemv_w4a16: then_norm's branch must be this bf16 output (tokens = batch, hidden = n)";
-    }
-    if (n.branch_f32 || n.branch_col_scale || n.branch_token_scale || n.out_fp8) {
-      return "gemv_w4a16: then_norm takes no fp32 branch, branch scales or fp8 output";
-    }
-    if (!n.branch_weight || !n.residual || !n.out_weight || !n.out || p.n % 8 != 0) {
-      return "gemv_w4a16: then_norm needs branch_weight, residual, out_weight, out and n a multiple of 8";
-    }
-    const auto misaligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 != 0; };
-    if (misaligned(n.residual) || misaligned(n.branch_weight) || misaligned(n.out_weight) || misaligned(n.out) ||
-        misaligned(p.out_bf16)) {
-      return "gemv_w4a16: then_norm's vectors must be 16-byte aligned";
-    }
-  }
   if (p.variant >= 0 && !GemvW4VariantFits(p.variant, p.batch)) {
     return "gemv_w4a16: variant does not serve this batch size";
   }

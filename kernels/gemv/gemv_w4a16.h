@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/norm/residual_norm.h"
 #include "kernels/quant/w4_layout.h"
 
 namespace gemma::kernels {
@@ -49,15 +48,6 @@ struct GemvW4Params {
   // paired only: out_bf16 is [batch, n / 2], gelu_tanh(first half's row r) *
   // second half's row r, from the fp32 sums (no rounding in between).
   bool gelu_gate = false;
-  // Optional: the residual norm whose branch is this output, run after the
-  // product by whichever block of the grid finishes last (no kernel launch
-  // of its own between the linear and the next one). norm.branch ==
-  // out_bf16, norm.num_tokens == batch, norm.hidden == n; a bf16 branch
-  // without scales, no fp8 output. norm_counter: a zeroed unsigned on the
-  // device, left zeroed (launches that share one must not overlap).
-  bool then_norm = false;
-  ResidualNormParams norm;
-  unsigned* norm_counter = nullptr;
 };
 
 int NumGemvW4Variants();

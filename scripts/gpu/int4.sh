@@ -16,7 +16,7 @@
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
 #      @512 and @8K; then batched decode at 64 sequences x 2048 with the fp8 KV cache
-#      (and again with GEMMA_FP8_LEFT_SCALES=1);
+#      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
 #      both again with the bf16 copy for large passes instead of the fp8 one
 #      (GEMMA_INT4_FP8_COPY=0) and with
 #      --weights fp8 for comparison (FP8_REF=0 leaves the fp8 runs out)
@@ -37,9 +37,10 @@ cmd_int4() {
   GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
   run bench_int4_b64 75 "${bench[@]}" --weights int4 "${b64[@]}" --json "$out/bench_int4_b64.json"
-  # The fp8 copy's scales left to the gelu gate and the residual norms (GEMMA_FP8_LEFT_SCALES).
-  GEMMA_FP8_LEFT_SCALES=1 run bench_int4_b64_left 75 "${bench[@]}" --weights int4 "${b64[@]}" \
-    --json "$out/bench_int4_b64_left.json"
+  # The fp8 copy's scales applied by a kernel after each GEMM instead of by the gelu gate and the
+  # residual norms (GEMMA_FP8_LEFT_SCALES=0).
+  GEMMA_FP8_LEFT_SCALES=0 run bench_int4_b64_scaling 75 "${bench[@]}" --weights int4 "${b64[@]}" \
+    --json "$out/bench_int4_b64_scaling.json"
   # The bf16 copy for large passes (the int4 values exactly, 29 GB more than the fp8 copy).
   GEMMA_INT4_FP8_COPY=0 run bench_int4_bf16copy 90 "${bench[@]}" --weights int4 --depths 512,8192 \
     --json "$out/bench_int4_bf16copy.json"

@@ -12,7 +12,6 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gemv/gemv.h"
 #include "kernels/gemv/gemv_fp8.h"
-#include "kernels/norm/residual_norm.h"
 #include "kernels/quant/fp8_quant.h"
 #include "spdlog/spdlog.h"
 
@@ -40,9 +39,6 @@ absl::StatusOr<std::unique_ptr<LinearDispatcher>> LinearDispatcher::Create(Tuner
   auto gemm = LtGemm::Create(r->workspace_.get(), kGemmWorkspaceBytes, autotune, tune_m, *tuner);
   if (!gemm.ok()) return gemm.status();
   r->gemm_ = std::move(*gemm);
-  GEMMA_STATUS_RETURN_IF_ERROR(r->norm_counter_.Allocate(sizeof(unsigned)));
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(r->norm_counter_.get<void>(), 0, sizeof(unsigned)));
-  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy-stream memset before any launch
   return r;
 }
 
@@ -189,16 +185,6 @@ absl::Status LinearDispatcher::Softcap(const LinearArgs& a, cudaStream_t stream)
 
 absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
   if (left != nullptr) *left = {};
-  if (a.then_norm != nullptr && !FusesNorm(a)) {
-    LinearArgs b = a;
-    b.then_norm = nullptr;
-    LeftScales own;
-    GEMMA_STATUS_RETURN_IF_ERROR(Run(b, stream, tuner_.switches().fp8_left_scales ? &own : nullptr));
-    kernels::ResidualNormParams np = *a.then_norm;
-    np.branch_col_scale = own.col;
-    np.branch_token_scale = own.token;
-    return KernelStatus(kernels::LaunchResidualNorm(np, stream));
-  }
   if (a.w.int4()) return RunInt4(a, stream, left);
   if (a.gelu_gate) return absl::InvalidArgumentError("linear: gelu_gate needs int4 weights (FusesGeluGate)");
   if (a.w.fp8()) return RunFp8(a, stream, left);

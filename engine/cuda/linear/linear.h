@@ -30,10 +30,6 @@
 #include "engine/cuda/linear/tuner.h"
 #include "engine/cuda/linear/wgmma_path.h"
 
-namespace gemma::kernels {
-struct ResidualNormParams;  // kernels/norm/residual_norm.h
-}  // namespace gemma::kernels
-
 namespace gemma::cuda {
 
 struct LinearArgs {
@@ -51,12 +47,6 @@ struct LinearArgs {
   // w a fused gate|up [2 I, k]: out_bf16 is [m, I], gelu_tanh(gate) * up.
   // Only where FusesGeluGate(w, m) (else Run refuses it).
   bool gelu_gate = false;
-  // Optional: the residual norm whose branch is this linear's output
-  // (then_norm->branch == out_bf16), launched after it; where the W4A16
-  // kernel serves the pass (FusesNorm), that kernel's last block runs it
-  // instead (no launch between this linear and the next). Scales an fp8 GEMM
-  // leaves (Run's `left`) are applied to it either way.
-  const kernels::ResidualNormParams* then_norm = nullptr;
 };
 
 // The scales an fp8 Run left to the consumer of its output (Run's `left`):
@@ -92,11 +82,6 @@ class LinearDispatcher {
   // tiling whose m rows run the W4A16 kernel (not a copy or a dequantized
   // GEMM). The gelu gate kernel then need not run.
   static bool FusesGeluGate(const DeviceMatrix& w, int m);
-  // Whether Run(a) with a.then_norm runs the norm inside the W4A16 kernel:
-  // int4 weights whose a.m rows (at most 8) run that kernel, a
-  // bf16 output without gelu_gate, a norm of a bf16 branch without scales
-  // or fp8 output.
-  static bool FusesNorm(const LinearArgs& a);
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
@@ -185,7 +170,6 @@ class LinearDispatcher {
   DeviceBuffer workspace_;
   std::unique_ptr<LtGemm> gemm_;
   DeviceBuffer int4_scratch_;  // bf16 [max_elements]: a dequantized int4 matrix for the GEMM
-  DeviceBuffer norm_counter_;  // unsigned, zeroed: GemvW4Params::norm_counter (FusesNorm)
   int64_t int4_scratch_elements_ = 0;
   DeviceBuffer x_fp8_;    // E4M3 [max_m, max_k]
   DeviceBuffer x_scale_;  // fp32 [max_m]

@@ -29,9 +29,7 @@ constexpr int kMaxW4RowsWithCopy = 16;
 // 2.5-4.3 TB/s, e.g. gate/up 82 vs ~58 us).
 constexpr int kMaxW4RowsWithFp8Copy = 8;
 
-// `norm_counter`: for a.then_norm (a single launch, FusesNorm).
-std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream,
-                     unsigned* norm_counter = nullptr) {
+std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
   kernels::GemvW4Params p;
   p.w = static_cast<const uint8_t*>(a.w.data);
   p.scales = a.w.w4_scales;
@@ -49,11 +47,6 @@ std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaS
   p.paired = a.w.w4_paired;
   p.gelu_gate = a.gelu_gate;
   if (a.gelu_gate) p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * (a.n / 2);
-  if (a.then_norm != nullptr) {
-    p.then_norm = true;
-    p.norm = *a.then_norm;
-    p.norm_counter = norm_counter;
-  }
   return kernels::LaunchGemvW4(p, stream);
 }
 
@@ -72,7 +65,7 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
 
 namespace {
 // Whether RunInt4 serves m rows of w with the W4A16 kernel (not a copy or a
-// dequantized GEMM): what the kernel's fused epilogues need.
+// dequantized GEMM): what the kernel's fused epilogue needs.
 bool RunsW4Kernel(const DeviceMatrix& w, int m) {
   return w.int4() && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) &&
          !LinearDispatcher::Int4UsesFp8Copy(w, m) && m <= kMaxW4Rows;
@@ -80,17 +73,6 @@ bool RunsW4Kernel(const DeviceMatrix& w, int m) {
 }  // namespace
 
 bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) { return w.w4_paired && RunsW4Kernel(w, m); }
-
-// The fused norm runs its tokens one after another in one block: decode
-// batches only (the W4A16 kernel's rows with the fp8 copy above).
-constexpr int kMaxFusedNormRows = 8;
-
-bool LinearDispatcher::FusesNorm(const LinearArgs& a) {
-  const kernels::ResidualNormParams* n = a.then_norm;
-  return n != nullptr && a.m >= 1 && a.m <= kMaxFusedNormRows && RunsW4Kernel(a.w, a.m) && a.out_bf16 != nullptr &&
-         !a.gelu_gate && n->branch == a.out_bf16 && n->branch_f32 == nullptr && n->branch_col_scale == nullptr &&
-         n->branch_token_scale == nullptr && n->out_fp8 == nullptr && n->num_tokens == a.m && n->hidden == a.n;
-}
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
@@ -116,8 +98,7 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream,
       const int rows = std::min(kernels::kW4MaxBatch, a.m - row0);
       const auto& best = tuner_.choices().gemv_int4;
       const auto it = best.find({a.n, a.k, rows});
-      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream,
-                                            norm_counter_.get<unsigned>()));
+      GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, row0, rows, it == best.end() ? -1 : it->second, stream));
     }
     return absl::OkStatus();
   }

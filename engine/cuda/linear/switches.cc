@@ -15,16 +15,6 @@ bool OnUnlessZero(const char* name) {
   return v == nullptr || std::string(v) != "0";
 }
 
-// "1" turns a default-off switch on; "0" or unset leaves it off; anything
-// else is logged and leaves it off.
-bool OffUnlessOne(const char* name) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return false;
-  const std::string v(env);
-  if (v != "0" && v != "1") spdlog::warn("{}='{}' is not 0 or 1: 0", name, v);
-  return v == "1";
-}
-
 WgmmaPreference WgmmaFromEnv() {
   const char* env = std::getenv("GEMMA_FP8_WGMMA");
   if (env == nullptr) return WgmmaPreference::kMeasured;
@@ -49,7 +39,7 @@ std::vector<std::string> TuningSwitches::Names() {
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
           "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES",
-          "GEMMA_FP8_LEFT_SCALES", "GEMMA_INT4_FUSED_NORM"};
+          "GEMMA_FP8_LEFT_SCALES"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -76,8 +66,7 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.int4_fp8_copy = OnUnlessZero("GEMMA_INT4_FP8_COPY");
   s.int4_gelu_gate = OnUnlessZero("GEMMA_INT4_GELU_GATE");
   s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
-  s.fp8_left_scales = OffUnlessOne("GEMMA_FP8_LEFT_SCALES");
-  s.int4_fused_norm = OffUnlessOne("GEMMA_INT4_FUSED_NORM");
+  s.fp8_left_scales = OnUnlessZero("GEMMA_FP8_LEFT_SCALES");
   if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
     const std::string v(env);
     if (v == "0") {

@@ -85,18 +85,12 @@ struct TuningSwitches {
   // "kr-w2s3b2,kr-w2s3b4"), comma-separated; each head_dim and cache dtype
   // runs the first of them it has (the others keep the default).
   std::string decode_attention;
-  // GEMMA_FP8_LEFT_SCALES (default 0 until it has been run on a GPU): 1
-  // makes an fp8 GEMM whose sums cuBLASLt leaves unscaled (decode batches
-  // of 9..128 rows; LinearDispatcher::Run's LeftScales) hand its weight and
-  // token scales to the kernel that reads the output next (the gelu gate,
-  // the residual norm) instead of scaling them in a kernel of its own.
-  bool fp8_left_scales = false;
-  // GEMMA_INT4_FUSED_NORM (default 0 until measured on a GPU): 1 hands the
-  // residual norms after o_proj and down to the linear (LinearArgs::then_norm,
-  // one GPU only): where the W4A16 kernel runs it (decode batches of up to 8
-  // rows with the fp8 copy above), that kernel's last block computes the
-  // norm, so no norm kernel launches between the two linears.
-  bool int4_fused_norm = false;
+  // GEMMA_FP8_LEFT_SCALES (default 1; 0 turns it off): an fp8 GEMM whose
+  // sums cuBLASLt leaves unscaled (decode batches of 9..128 rows;
+  // LinearDispatcher::Run's LeftScales) hands its weight and token scales
+  // to the kernel that reads the output next (the gelu gate, the residual
+  // norm) instead of scaling them in a kernel of its own.
+  bool fp8_left_scales = true;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

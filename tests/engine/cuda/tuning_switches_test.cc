@@ -47,8 +47,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.int4_fp8_copy);
   EXPECT_TRUE(s.int4_gelu_gate);
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
-  EXPECT_FALSE(s.fp8_left_scales);
-  EXPECT_FALSE(s.int4_fused_norm);
+  EXPECT_TRUE(s.fp8_left_scales);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
@@ -67,8 +66,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_INT4_FP8_COPY", "0", 1);
   setenv("GEMMA_INT4_GELU_GATE", "0", 1);
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
-  setenv("GEMMA_FP8_LEFT_SCALES", "1", 1);
-  setenv("GEMMA_INT4_FUSED_NORM", "1", 1);
+  setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -84,8 +82,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.int4_fp8_copy);
   EXPECT_FALSE(s.int4_gelu_gate);
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
-  EXPECT_TRUE(s.fp8_left_scales);
-  EXPECT_TRUE(s.int4_fused_norm);
+  EXPECT_FALSE(s.fp8_left_scales);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays

@@ -5,8 +5,7 @@
 // inputs, the Gemma 4 31B shape classes incl. the 262144-row LM head, the
 // fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output),
 // and the paired tiling of a fused gate|up matrix (rows back in order, or
-// gelu_tanh(gate) * up written by the kernel), and the residual norm a
-// launch's last block runs after the product (then_norm).
+// gelu_tanh(gate) * up written by the kernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +17,6 @@
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv_w4a16.h"
 #include "kernels/init/random_init.h"
-#include "kernels/norm/residual_norm.h"
 #include "kernels/quant/w4_quant.h"
 #include "tests/common/gpu_test_util.h"
 
@@ -368,91 +366,6 @@ TEST(GemvW4Test, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
   p.paired = true;  // n = 1: not a multiple of 16
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
-}
-
-
-// then_norm: the W4A16 kernel's last block runs the residual norm of its
-// output. Against the same product followed by the residual norm kernel:
-// the product's bits, the residual within fp32 rounding (another reduction
-// order), the normed bf16 rows within a rounding step; a second launch from
-// the same residual gives the first's bits (the counter left at zero).
-void CheckThenNorm(const W4Matrix& m, int batch, int variant) {
-  const Shape& s = m.s;
-  SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " batch=" << batch
-                                  << " variant=" << kernels::GemvW4VariantName(variant));
-  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k));
-  DeviceArray<__nv_bfloat16> x(xb), out(size_t(batch) * s.n), ref_out(size_t(batch) * s.n);
-  const std::vector<float> residual0 = gpu_test::RandomFloats(size_t(batch) * s.n, 0.0f, 2.0f);
-  DeviceArray<float> residual(residual0), ref_residual(residual0);
-  DeviceArray<float> bw(gpu_test::RandomFloats(size_t(s.n), 1.0f, 0.3f)), ow(gpu_test::RandomFloats(size_t(s.n), 1.0f, 0.3f));
-  DeviceArray<float> scalar(std::vector<float>{0.8f});
-  DeviceArray<__nv_bfloat16> normed(size_t(batch) * s.n), ref_normed(size_t(batch) * s.n);
-  DeviceArray<unsigned> counter(std::vector<unsigned>{0u});
-  kernels::GemvW4Params p;
-  p.w = m.w.get();
-  p.scales = m.sc.get();
-  p.x = x.get();
-  p.n = s.n;
-  p.k = s.k;
-  p.batch = batch;
-  p.variant = variant;
-  kernels::ResidualNormParams np;
-  np.branch_weight = bw.get();
-  np.layer_scalar = scalar.get();
-  np.out_weight = ow.get();
-  np.num_tokens = batch;
-  np.hidden = s.n;
-  // Reference: the product, then the norm kernel.
-  p.out_bf16 = ref_out.get();
-  ASSERT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
-  np.branch = ref_out.get();
-  np.residual = ref_residual.get();
-  np.out = ref_normed.get();
-  ASSERT_EQ(kernels::LaunchResidualNorm(np, nullptr), "");
-  // Fused, twice from the same residual.
-  p.out_bf16 = out.get();
-  np.branch = out.get();
-  np.residual = residual.get();
-  np.out = normed.get();
-  p.then_norm = true;
-  p.norm = np;
-  p.norm_counter = counter.get();
-  std::vector<std::vector<float>> runs;
-  std::vector<std::vector<__nv_bfloat16>> outs;
-  for (int run = 0; run < 2; ++run) {
-    residual.Upload(residual0);
-    normed.Poison();
-    ASSERT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
-    CUDA_OK(cudaDeviceSynchronize());
-    runs.push_back(residual.Download());
-    outs.push_back(normed.Download());
-  }
-  EXPECT_EQ(counter.Download()[0], 0u);
-  const auto got_out = out.Download(), want_out = ref_out.Download();
-  EXPECT_EQ(std::memcmp(got_out.data(), want_out.data(), got_out.size() * 2), 0) << "the product's bits";
-  EXPECT_LT(gpu_test::RelErr(runs[0], ref_residual.Download(), 0, runs[0].size()), 1e-6);
-  const std::vector<float> got = gpu_test::ToFloat(outs[0]), want = gpu_test::ToFloat(ref_normed.Download());
-  for (float v : got) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_LT(gpu_test::RelErr(got, want, 0, got.size()), 4e-3);
-  EXPECT_EQ(runs[0], runs[1]);
-  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 2), 0);
-}
-
-// Every tiling at its smallest batch up to 8 rows on small shapes, the
-// default ones at batches 1, 3 and 8 on the 31B's o_proj and down.
-TEST(GemvW4Test, ThenNormMatchesTheNormKernel) {
-  GEMMA_REQUIRE_GPU();
-  for (Shape s : {Shape{256, 512}, Shape{1000, 544}}) {
-    auto m = HostMatrix(s, 32);
-    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
-      const std::vector<int> b = BatchesOf(v);
-      if (!b.empty() && b.front() <= 8) CheckThenNorm(*m, b.front(), v);
-    }
-  }
-  for (Shape s : {Shape{5376, 8192}, Shape{5376, 21504}}) {
-    auto m = DeviceMatrix(s);
-    for (int b : {1, 3, 8}) CheckThenNorm(*m, b, -1);
-  }
 }
 
 }  // namespace
