@@ -9,6 +9,26 @@
 
 namespace gemma::cuda {
 
+KvPoolSplit SplitKvBudget(const KvPoolDemand& d, double budget_bytes, int request_global_blocks) {
+  const double g = static_cast<double>(d.global_block_bytes), s = static_cast<double>(d.sliding_block_bytes);
+  const double chunk = d.chunk_blocks * s, full_sequence = d.sequence_global_blocks * g;
+  // Slots that can each run a sized request at once, and keep one sequence
+  // of max_context in the global pool.
+  const double per_slot = d.window_blocks * s + request_global_blocks * g;
+  int slots = d.max_slots;
+  if (per_slot > 0) {
+    const double fit = (budget_bytes - chunk - full_sequence + request_global_blocks * g) / per_slot;
+    slots = static_cast<int>(std::clamp<double>(fit, 1.0, d.max_slots));
+  }
+  KvPoolSplit split;
+  split.num_sliding = d.sliding_block_bytes > 0 ? slots * d.window_blocks + d.chunk_blocks : 0;
+  if (d.global_block_bytes > 0) {
+    const double fit = (budget_bytes - split.num_sliding * s) / g;
+    split.num_global = static_cast<int>(std::min<double>(fit, INT32_MAX));
+  }
+  return split;
+}
+
 absl::Status KvPools::Allocate(const ModelConfig& config, const BackendOptions& options, int max_context,
                                int chunk_tokens) {
   sliding_window_ = config.sliding_window;
@@ -16,18 +36,19 @@ absl::Status KvPools::Allocate(const ModelConfig& config, const BackendOptions& 
   bool any_global = false, any_sliding = false;
   for (const LayerSpec& l : config.layers) (l.is_global() ? any_global : any_sliding) = true;
   const bool fp8 = options.kv_cache_dtype == KvCacheDType::kFP8;
-  const size_t global_bytes = KvCache::BlockBytes(config, block, true, fp8);
-  const size_t sliding_bytes = KvCache::BlockBytes(config, block, false, fp8);
-  const int per_seq_global = (max_context + block - 1) / block;
+  KvPoolDemand d;
+  d.global_block_bytes = any_global ? KvCache::BlockBytes(config, block, true, fp8) : 0;
+  d.sliding_block_bytes = any_sliding ? KvCache::BlockBytes(config, block, false, fp8) : 0;
+  d.max_slots = options.max_slots;
+  d.sequence_global_blocks = (max_context + block - 1) / block;
   // A sequence reads window - 1 positions back; one chunk's pass adds its
   // own tokens, and block boundaries one more block on each side.
-  const int window_blocks = (config.sliding_window - 1 + block - 1) / block + 2;
+  d.window_blocks = (config.sliding_window - 1 + block - 1) / block + 2;
   // The engine reserves a whole step's chunk at once (its token budget,
   // which may exceed one pass): the pool must hold it beside the windows.
   const int step_tokens = std::max(chunk_tokens, options.max_tokens_per_step);
-  const int chunk_blocks = (step_tokens + block - 1) / block;
-  const int min_sliding = any_sliding ? window_blocks + chunk_blocks : 0;
-  int num_sliding = any_sliding ? options.max_slots * window_blocks + chunk_blocks : 0;
+  d.chunk_blocks = (step_tokens + block - 1) / block;
+  int num_sliding = any_sliding ? options.max_slots * d.window_blocks + d.chunk_blocks : 0;
   int num_global = 0;
   if (options.num_kv_blocks > 0) {
     num_global = any_global ? options.num_kv_blocks : 0;
@@ -38,19 +59,17 @@ absl::Status KvPools::Allocate(const ModelConfig& config, const BackendOptions& 
     constexpr double kReserve = 1.0e9;
     const double used = static_cast<double>(total_bytes - free_bytes);
     const double budget = options.gpu_memory_utilization * static_cast<double>(total_bytes) - used - kReserve;
-    const double one_sequence = double(any_global ? per_seq_global : 0) * global_bytes + double(min_sliding) * sliding_bytes;
+    const double one_sequence = double(d.sequence_global_blocks) * d.global_block_bytes +
+                                double(any_sliding ? d.window_blocks + d.chunk_blocks : 0) * d.sliding_block_bytes;
     if (budget < one_sequence)
       return absl::ResourceExhaustedError(absl::StrCat(
           "gpu_memory_utilization ", options.gpu_memory_utilization, " leaves ", budget / 1e9,
           " GB for the KV cache (", used / 1e9, " GB in use of ", total_bytes / 1e9,
           " GB); one sequence of max_context ", max_context, " tokens needs ", one_sequence / 1e9, " GB"));
-    const double for_global = any_global ? double(per_seq_global) * global_bytes : 0.0;
-    // Too little for every slot's window: shrink the sliding pool (fewer
-    // sequences run at once) before the global pool drops below one sequence.
-    const double sliding_cap = std::max<double>(min_sliding, (budget - for_global) / std::max<size_t>(sliding_bytes, 1));
-    num_sliding = static_cast<int>(std::min<double>(num_sliding, sliding_cap));
-    const double fit = (budget - double(num_sliding) * sliding_bytes) / global_bytes;
-    num_global = any_global ? static_cast<int>(std::min<double>(fit, INT32_MAX / block)) : 0;
+    const int request_blocks = (std::min(max_context, kKvSplitRequestTokens) + block - 1) / block;
+    const KvPoolSplit split = SplitKvBudget(d, budget, request_blocks);
+    num_sliding = split.num_sliding;
+    num_global = std::min(split.num_global, INT32_MAX / block);
   }
   if (any_global && num_global < 1)
     return absl::InvalidArgumentError(absl::StrCat("num_kv_blocks must be >= 1, got ", num_global));
