@@ -204,6 +204,53 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
   __syncthreads();
 }
 
+// StageX's layout written with plain loads instead of cp.async, for kernels
+// that keep their weight stages in flight in cp.async groups: StageX's wait
+// for its own group would also wait for every weight stage issued before it
+// (groups complete in order), so the MMAs could start only once the whole
+// prefetched ring had landed. Each thread loads whole 32-groups (four
+// 16-byte chunks, up to kItems groups in flight) and sums them from
+// registers, in StageX's order.
+template <int NT>
+__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
+  constexpr int kItems = 4;
+  const int kchunks = W4PaddedK(p.k) / 8, groups = kchunks / 4;
+  float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
+  const int items = p.batch * groups;
+  for (int base = threadIdx.x; base < items; base += kItems * threads) {
+    uint4 v[kItems][4];
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int ci = 4 * grp + w;
+        v[u][w] = i < items && 8 * ci < p.k
+                      ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(row) * p.k + 8 * ci))
+                      : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
+      if (i >= items) break;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))] = v[u][w];
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[u][w]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(h[e]);
+          sum += f.x + f.y;
+        }
+      }
+      sums[grp * 8 * NT + row] = -136.0f * sum;
+    }
+  }
+  __syncthreads();
+}
+
 // Lane (g, t)'s x fragment of n8 tile j, super-chunk c, 32-group word q, and
 // its partials' starting values for that group (MultiplyGroup's FOLD).
 __device__ __forceinline__ uint4 StagedXFragment(const GemvW4Params& p, const uint4* x_stage, int j, int c, int q,
@@ -401,7 +448,9 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
 // back only the slots it filled itself, so waiting for its own groups is
 // enough (no barrier in the loop); a slot is refilled one iteration after
 // its registers fed the MMAs. One block tile per block.
-template <int RT, int STAGES, int KS, int WARPS>
+// X_DIRECT: x staged with plain loads (StageXDirect), so the first MMAs wait
+// only for the first weight stage, not for the whole prefetched ring.
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int NT = 1;
@@ -445,7 +494,11 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   for (int i = 0; i < STAGES - 1; ++i) issue(beg + i);  // weights do not depend on the previous kernel
   WaitForPreviousKernel();
   AllowDependentLaunch();
-  StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
+  if constexpr (X_DIRECT) {
+    StageXDirect<NT>(p, x_stage, WARPS * 32);
+  } else {
+    StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
+  }
 
   float acc[RT][NT][4];
 #pragma unroll
@@ -478,12 +531,12 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
-template <int RT, int STAGES, int KS, int WARPS>
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * 3 * 32 * 16;
   const int64_t staged = StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS>;
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
@@ -601,7 +654,8 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // staged in shared memory (GemvW4StagedKernel), xs- all of x copied to
 // shared memory once per block with its group sums (GemvW4Kernel's STAGE_X,
 // up to kMaxStagedXBytes), xa- the same with the weights streamed through
-// a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel).
+// a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel), xd-
+// xa- with x staged by plain loads (its X_DIRECT).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
@@ -640,6 +694,11 @@ constexpr Tiling kTilings[] = {
     {"xa-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8>},
     {"xa-n1-t1s3k4", 1, LaunchAsync<1, 3, 4, 4>},
     {"xa-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4>},
+    {"xd-n1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true>},
+    {"xd-n1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true>},
+    {"xd-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true>},
+    {"xd-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true>},
+    {"xd-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8, true>},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
