@@ -441,6 +441,11 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), 0, stream, p);
 }
 
+// 16-byte vectors of one ring slot (a super-chunk of one tile) of
+// GemvW4AsyncKernel: 64 of codes, then 32 of scales (each lane's quad's) or
+// the tile's 8.
+constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 : 96; }
+
 // Batches 1..8 with x staged as in STAGE_X, and the weights streamed through
 // a ring of STAGES super-chunk slots per lane in shared memory (cp.async, one
 // commit group per super-chunk): the bytes in flight cost shared memory
@@ -450,13 +455,21 @@ void Launch(const GemvW4Params& p, cudaStream_t stream) {
 // its registers fed the MMAs. One block tile per block.
 // X_DIRECT: x staged with plain loads (StageXDirect), so the first MMAs wait
 // only for the first weight stage, not for the whole prefetched ring.
-template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false>
+// SHARED_SCALES: a slot holds the tile's 128 bytes of scales once (lanes
+// 0..7 copy them) instead of each lane's quad's 16 bytes (four copies of
+// each), so a slot is 1 152 bytes instead of 1 536 and more blocks fit a
+// multiprocessor; lanes then read scales other lanes copied, so the warp
+// synchronizes after its wait and before a slot is refilled.
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   constexpr int NT = 1;
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
+  constexpr int kSlot = W4RingSlotVectors(SHARED_SCALES);  // 16-byte vectors per (stage, tile)
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
-  extern __shared__ uint4 smem[];  // [WARPS][STAGES][RT][3 pieces][32 lanes], then StageX's layout
+  // [WARPS][STAGES][RT][kSlot]: codes of lanes 0..31 (two vectors each), then
+  // the scales (the lanes' or the tile's), then StageX's layout.
+  extern __shared__ uint4 smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int part = warp % KS;
@@ -465,8 +478,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   const int end = supers * (part + 1) / KS;
   const int tiles = (p.n + 15) / 16;
   const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
-  uint4* ring = smem + warp * STAGES * RT * 3 * 32 + lane;
-  uint4* x_stage = smem + WARPS * STAGES * RT * 3 * 32;
+  uint4* ring = smem + warp * STAGES * RT * kSlot;
+  uint4* x_stage = smem + WARPS * STAGES * RT * kSlot;
   const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
 
   const uint4* w[RT];
@@ -475,16 +488,17 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   for (int r = 0; r < RT; ++r) {
     const int tile = min(tile0 + r, tiles - 1);  // past n: never stored
     w[r] = reinterpret_cast<const uint4*>(p.w) + static_cast<size_t>(tile) * supers * 64 + lane;
-    sc[r] = reinterpret_cast<const uint4*>(p.scales) + static_cast<size_t>(tile) * supers * 8 + g;
+    sc[r] = reinterpret_cast<const uint4*>(p.scales) + static_cast<size_t>(tile) * supers * 8 +
+            (SHARED_SCALES ? (lane & 7) : g);
   }
-  auto slot = [&](int c, int r, int piece) { return ring + (((c - beg) % STAGES * RT + r) * 3 + piece) * 32; };
+  auto slot = [&](int c, int r) { return ring + ((c - beg) % STAGES * RT + r) * kSlot; };
   auto issue = [&](int c) {  // one commit group per call (empty past the part)
     if (c < end) {
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        CpAsync16(SmemAddr(slot(c, r, 0)), w[r] + 64 * c, true);
-        CpAsync16(SmemAddr(slot(c, r, 1)), w[r] + 64 * c + 32, true);
-        CpAsync16(SmemAddr(slot(c, r, 2)), sc[r] + 8 * c, true);
+        CpAsync16(SmemAddr(slot(c, r) + lane), w[r] + 64 * c, true);
+        CpAsync16(SmemAddr(slot(c, r) + 32 + lane), w[r] + 64 * c + 32, true);
+        if (!SHARED_SCALES || lane < 8) CpAsync16(SmemAddr(slot(c, r) + 64 + lane), sc[r] + 8 * c, true);
       }
     }
     CpAsyncCommit();
@@ -506,14 +520,16 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
   for (int c = beg; c < end; ++c) {
+    if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slot issue() refills
     issue(c + STAGES - 1);
     CpAsyncWait<STAGES - 1>();  // super-chunk c's group has landed
+    if constexpr (SHARED_SCALES) __syncwarp();  // ... for every lane: lanes 0..7 copied the scales
     uint4 wv[RT][2], sv[RT];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      wv[r][0] = *slot(c, r, 0);
-      wv[r][1] = *slot(c, r, 1);
-      sv[r] = *slot(c, r, 2);
+      wv[r][0] = slot(c, r)[lane];
+      wv[r][1] = slot(c, r)[32 + lane];
+      sv[r] = slot(c, r)[64 + (SHARED_SCALES ? g : lane)];
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -531,12 +547,12 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
-template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false>
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
-  constexpr int kRingBytes = WARPS * STAGES * RT * 3 * 32 * 16;
+  constexpr int kRingBytes = WARPS * STAGES * RT * W4RingSlotVectors(SHARED_SCALES) * 16;
   const int64_t staged = StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT>;
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
@@ -655,11 +671,13 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // shared memory once per block with its group sums (GemvW4Kernel's STAGE_X,
 // up to kMaxStagedXBytes), xa- the same with the weights streamed through
 // a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel), xd-
-// xa- with x staged by plain loads (its X_DIRECT).
+// xa- with x staged by plain loads (its X_DIRECT), xc- xd- with each slot's
+// scales held once (SHARED_SCALES).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
   void (*launch)(const GemvW4Params&, cudaStream_t);
+  bool untested = false;  // not yet run on a GPU: the engine's tuner leaves it out unless asked
 };
 constexpr Tiling kTilings[] = {
     // Batches 1..8.
@@ -699,6 +717,12 @@ constexpr Tiling kTilings[] = {
     {"xd-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true>},
     {"xd-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true>},
     {"xd-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8, true>},
+    {"xc-n1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4, true, true>, true},
+    {"xc-n1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, true>, true},
+    {"xc-n1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true, true>, true},
+    {"xc-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true, true>, true},
+    {"xc-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true>, true},
+    {"xc-n1-t1s8k4w8", 1, LaunchAsync<1, 8, 4, 8, true, true>, true},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
@@ -754,6 +778,8 @@ int NumGemvW4Variants() { return kNumTilings; }
 const char* GemvW4VariantName(int variant) {
   return variant >= 0 && variant < kNumTilings ? kTilings[variant].name : "default";
 }
+
+bool GemvW4VariantUntested(int variant) { return variant >= 0 && variant < kNumTilings && kTilings[variant].untested; }
 
 bool GemvW4VariantFits(int variant, int batch) {
   return variant >= 0 && variant < kNumTilings && batch >= 1 && batch <= kW4MaxBatch &&

@@ -134,6 +134,7 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
   int best = -1;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
     if (!kernels::GemvW4VariantFits(v, batch)) continue;
+    if (kernels::GemvW4VariantUntested(v) && !tuner_.switches().w4_untested_tilings) continue;
     auto ms = (*timer)->MeanMs(
         [&](int i) {
           a.w = copies[static_cast<size_t>(i) % copies.size()];

@@ -91,6 +91,10 @@ struct TuningSwitches {
   // to the kernel that reads the output next (the gelu gate, the residual
   // norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = true;
+  // GEMMA_W4_UNTESTED_TILINGS (default 0): 1 lets the int4 tuner time the
+  // W4A16 tilings not yet run on a GPU (kernels::GemvW4VariantUntested) with
+  // the others.
+  bool w4_untested_tilings = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

@@ -48,6 +48,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.int4_gelu_gate);
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
   EXPECT_TRUE(s.fp8_left_scales);
+  EXPECT_FALSE(s.w4_untested_tilings);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
@@ -67,6 +68,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_INT4_GELU_GATE", "0", 1);
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
   setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
+  setenv("GEMMA_W4_UNTESTED_TILINGS", "1", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -83,6 +85,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.int4_gelu_gate);
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
   EXPECT_FALSE(s.fp8_left_scales);
+  EXPECT_TRUE(s.w4_untested_tilings);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
