@@ -449,10 +449,11 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // Batches 1..8 with x staged as in STAGE_X, and the weights streamed through
 // a ring of STAGES super-chunk slots per lane in shared memory (cp.async, one
 // commit group per super-chunk): the bytes in flight cost shared memory
-// instead of registers, so more of them fly per multiprocessor. A lane reads
-// back only the slots it filled itself, so waiting for its own groups is
-// enough (no barrier in the loop); a slot is refilled one iteration after
-// its registers fed the MMAs. One block tile per block.
+// instead of registers, so more of them fly per multiprocessor. Without
+// SHARED_SCALES a lane reads back only the slots it filled itself, so
+// waiting for its own groups is enough (no barrier in the loop); a slot is
+// refilled one iteration after its registers fed the MMAs. One block tile
+// per block.
 // X_DIRECT: x staged with plain loads (StageXDirect), so the first MMAs wait
 // only for the first weight stage, not for the whole prefetched ring.
 // SHARED_SCALES: a slot holds the tile's 128 bytes of scales once (lanes
