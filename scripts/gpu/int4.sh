@@ -15,7 +15,7 @@
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
-#      @512 and @8K; then batched decode at 64 sequences x 2048 with the fp8 KV cache
+#      @512 and @8K (@512 again with GEMMA_W4_UNTESTED_TILINGS=1); then batched decode at 64 sequences x 2048 with the fp8 KV cache
 #      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
 #      both again with the bf16 copy for large passes instead of the fp8 one
 #      (GEMMA_INT4_FP8_COPY=0) and with
@@ -34,8 +34,12 @@ cmd_int4() {
   fi
   run gpu_w4a16_kernels_test 240 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1
   run gpu_int4_quality_test 120 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
-  GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
+  GEMMA_BENCH_ALL_TILINGS=1 GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
+  # The W4A16 tilings not yet run on a GPU among the tuner's candidates (GEMMA_W4_UNTESTED_TILINGS):
+  # only meaningful once gpu_w4a16_kernels_test above passed.
+  GEMMA_W4_UNTESTED_TILINGS=1 run bench_int4_untested 60 "${bench[@]}" --weights int4 --depths 512 \
+    --json "$out/bench_int4_untested.json"
   run bench_int4_b64 75 "${bench[@]}" --weights int4 "${b64[@]}" --json "$out/bench_int4_b64.json"
   # The fp8 copy's scales applied by a kernel after each GEMM instead of by the gelu gate and the
   # residual norms (GEMMA_FP8_LEFT_SCALES=0).
@@ -61,6 +65,7 @@ cmd_int4() {
   grep -h 'int4-quality' "$out/gpu_int4_quality_test.log"
   echo "==== W4A16 kernel (tiled code + scale bytes / time, best tiling; ceiling 4.35 TB/s)"
   grep -hE '^w4-gemv .* b(1|8|16|64) |decode token' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g'
+  grep -hE '^ +tiling .* b1 +x[adc]-' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g' | head -60
   echo "==== gemma-bench 31B int4 (targets: decode@512 >= 170, @8K >= 160, prefill@8K >= 12,334 tok/s)"
   for f in "$out"/bench_int4*.log; do
     grep -hE 'bench: |quantized|error|Error|ready|^ +64 ' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
