@@ -289,11 +289,14 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(executor->WarmUpPrefill());
   const cuda::KvCache& cache = pools.cache();
   spdlog::info("cuda: ready: {} weights {:.2f} GB, paged {} KV cache {:.2f} GB (block {} tokens: {} global "
-               "blocks = {} tokens, {} sliding blocks), {} slots x {} tokens, chunk {}",
+               "blocks = {} tokens, {} sliding blocks: {} sequences of {} tokens at once, {} of {}), {} slots x {} "
+               "tokens, chunk {}",
                WeightDTypeName(weights->dtype()), weights->bytes() / 1e9, KvCacheDTypeName(o.kv_cache_dtype),
                cache.bytes() / 1e9, cache.block_size(), cache.num_global_blocks(),
                static_cast<int64_t>(cache.num_global_blocks()) * cache.block_size(), cache.num_sliding_blocks(),
-               o.max_slots, max_context, chunk_tokens);
+               pools.ConcurrentSequences(max_context), max_context,
+               pools.ConcurrentSequences(std::min(max_context, cuda::kKvSplitRequestTokens)),
+               std::min(max_context, cuda::kKvSplitRequestTokens), o.max_slots, max_context, chunk_tokens);
   return absl::OkStatus();
 }
 

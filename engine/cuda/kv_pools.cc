@@ -80,7 +80,23 @@ absl::Status KvPools::Allocate(const ModelConfig& config, const BackendOptions& 
   auto cache_or = KvCache::CreatePaged(config, block, num_global, num_sliding, fp8);
   if (!cache_or.ok()) return cache_or.status();
   cache_ = std::move(*cache_or);
+  demand_ = d;
   return absl::OkStatus();
+}
+
+int ConcurrentSequences(const KvPoolDemand& d, const KvPoolSplit& s, int block_size, int tokens) {
+  if (block_size <= 0 || tokens < 1) return 0;
+  int n = d.max_slots;
+  if (d.global_block_bytes > 0) n = std::min(n, s.num_global / ((tokens + block_size - 1) / block_size));
+  if (d.sliding_block_bytes > 0 && d.window_blocks > 0) {
+    n = std::min(n, (s.num_sliding - d.chunk_blocks) / d.window_blocks);
+  }
+  return std::max(n, 0);
+}
+
+int KvPools::ConcurrentSequences(int tokens) const {
+  return cuda::ConcurrentSequences(demand_, {cache_.num_global_blocks(), cache_.num_sliding_blocks()},
+                                   cache_.block_size(), tokens);
 }
 
 absl::Status KvPools::CheckTables(const SequenceChunk& c) const {

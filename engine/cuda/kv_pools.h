@@ -37,6 +37,10 @@ inline constexpr int kKvSplitRequestTokens = 4096;
 // with it, so windows for every slot on a small budget would leave the
 // global pool a single sequence.
 KvPoolSplit SplitKvBudget(const KvPoolDemand& d, double budget_bytes, int request_global_blocks);
+// Sequences of `tokens` tokens (blocks of `block_size`) that pools split as
+// `s` hold at once: at most max_slots, each with its window and its global
+// blocks.
+int ConcurrentSequences(const KvPoolDemand& d, const KvPoolSplit& s, int block_size, int tokens);
 
 class KvPools {
  public:
@@ -57,10 +61,14 @@ class KvPools {
     return {cache_.block_size(), cache_.num_global_blocks(), cache_.num_sliding_blocks()};
   }
   size_t bytes() const { return cache_.bytes(); }
+  // Sequences of `tokens` tokens the pools hold at once (at most max_slots;
+  // 0 before Allocate).
+  int ConcurrentSequences(int tokens) const;
 
  private:
   KvCache cache_;
   int sliding_window_ = 0;
+  KvPoolDemand demand_;  // as Allocate sized the pools
 };
 
 }  // namespace gemma::cuda

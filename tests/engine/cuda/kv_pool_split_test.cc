@@ -27,11 +27,8 @@ KvPoolDemand Demand31B(int max_context, bool fp8) {
 
 int RequestBlocks(int max_context) { return (std::min(max_context, kKvSplitRequestTokens) + kBlock - 1) / kBlock; }
 
-// Sequences of `tokens` each that the split runs at once.
 int Concurrent(const KvPoolDemand& d, const KvPoolSplit& s, int tokens) {
-  const int by_windows = (s.num_sliding - d.chunk_blocks) / d.window_blocks;
-  const int by_global = s.num_global / ((tokens + kBlock - 1) / kBlock);
-  return std::min({by_windows, by_global, d.max_slots});
+  return ConcurrentSequences(d, s, kBlock, tokens);
 }
 
 double Bytes(const KvPoolDemand& d, const KvPoolSplit& s) {
@@ -82,6 +79,21 @@ TEST(KvPoolSplit, OneSequenceOfBudgetGivesOneSlot) {
   const KvPoolSplit s = SplitKvBudget(d, one + 1e6, RequestBlocks(2112));
   EXPECT_EQ(s.num_sliding, d.window_blocks + d.chunk_blocks);
   EXPECT_GE(s.num_global, d.sequence_global_blocks);
+}
+
+TEST(KvPoolSplit, ConcurrentSequencesCountsWindowsAndGlobalBlocks) {
+  const KvPoolDemand d = Demand31B(2112, true);
+  const int per_sequence = d.sequence_global_blocks;  // 132 blocks of 16 for 2 112 tokens
+  KvPoolSplit s{10 * per_sequence, 20 * d.window_blocks + d.chunk_blocks};
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 2112), 10);  // the global pool holds 10
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 1024), 20);  // 20 windows
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 1), 20);
+  s.num_global = 1000 * per_sequence;
+  s.num_sliding = 1000 * d.window_blocks + d.chunk_blocks;
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 2112), 64);  // max_slots
+  s.num_sliding = d.chunk_blocks + d.window_blocks - 1;
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 2112), 0);
+  EXPECT_EQ(ConcurrentSequences(d, s, kBlock, 0), 0);
 }
 
 TEST(KvPoolSplit, OnlyOneKindOfLayer) {
