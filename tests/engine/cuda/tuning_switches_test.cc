@@ -96,6 +96,8 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_EQ(t.decode_keys_from_values, TuningSwitches::KeysFromValues::kOn);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "sometimes", 1);  // not a value: auto
   EXPECT_EQ(TuningSwitches::FromEnv().decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
+  setenv("GEMMA_W4_UNTESTED_TILINGS", "yes", 1);  // not 0 or 1: off
+  EXPECT_FALSE(TuningSwitches::FromEnv().w4_untested_tilings);
   UnsetAll();
 }
 
