@@ -19,6 +19,13 @@ constexpr int64_t kMaxStagedXBytes = 96 * 1024;
 inline int64_t StagedXBytes(int batch, int k, int nt) {
   return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * 8 * nt * 4;
 }
+// The compact form of the group sums (COMPACT below): a float per 32-group
+// and batch row, rows rounded up to even, instead of per 8-column n8 tile
+// (1 KB instead of 8 at batch 1 and k = 8 192).
+__host__ __device__ inline int CompactSumStride(int batch) { return (batch + 1) & ~1; }
+inline int64_t StagedXBytesCompact(int batch, int k) {
+  return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * CompactSumStride(batch) * 4;
+}
 
 // Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
 // as bf16x2 values 128 + u, exactly: 0x4300 | u is 128 + u in bf16 (one lop3).
@@ -210,11 +217,13 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // (groups complete in order), so the MMAs could start only once the whole
 // prefetched ring had landed. Each thread loads whole 32-groups (four
 // 16-byte chunks, up to kItems groups in flight) and sums them from
-// registers, in StageX's order.
-template <int NT>
+// registers, in StageX's order. COMPACT: the sums in StagedGroupInit's
+// compact form.
+template <int NT, bool COMPACT = false>
 __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
   constexpr int kItems = 4;
   const int kchunks = W4PaddedK(p.k) / 8, groups = kchunks / 4;
+  const int stride = COMPACT ? CompactSumStride(p.batch) : 8 * NT;
   float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
   const int items = p.batch * groups;
   for (int base = threadIdx.x; base < items; base += kItems * threads) {
@@ -245,7 +254,7 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
           sum += f.x + f.y;
         }
       }
-      sums[grp * 8 * NT + row] = -136.0f * sum;
+      sums[grp * stride + row] = -136.0f * sum;
     }
   }
   __syncthreads();
@@ -258,11 +267,17 @@ __device__ __forceinline__ uint4 StagedXFragment(const GemvW4Params& p, const ui
   const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
   return x_stage[row * (W4PaddedK(p.k) / 8) + ((16 * c + 4 * q + t) ^ ((row & 1) << 2))];
 }
-template <int NT>
-__device__ __forceinline__ void StagedGroupInit(const float* group_sums, int group, int t, float (&init)[NT][4]) {
+// COMPACT: the sums are [group][stride] (CompactSumStride); columns past
+// the stride start from 0 (they are never stored).
+template <int NT, bool COMPACT = false>
+__device__ __forceinline__ void StagedGroupInit(const float* group_sums, int group, int t, float (&init)[NT][4],
+                                                int stride = 8 * NT) {
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const float2 v = *reinterpret_cast<const float2*>(group_sums + group * 8 * NT + 8 * j + 2 * t);
+    float2 v = make_float2(0.0f, 0.0f);
+    if (!COMPACT || 8 * j + 2 * t < stride) {
+      v = *reinterpret_cast<const float2*>(group_sums + group * (COMPACT ? stride : 8 * NT) + 8 * j + 2 * t);
+    }
     init[j][0] = init[j][2] = v.x;
     init[j][1] = init[j][3] = v.y;
   }
@@ -460,7 +475,9 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // 0..7 copy them) instead of each lane's quad's 16 bytes (four copies of
 // each), so a slot is 1 152 bytes instead of 1 536 and more blocks fit a
 // multiprocessor; lanes then read scales other lanes copied, so the warp
-// synchronizes after its wait and before a slot is refilled.
+// synchronizes after its wait and before a slot is refilled. Its staged
+// group sums take the compact form (StagedGroupInit's COMPACT), 7 KB less
+// per block at batch 1 and k = 8 192.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
@@ -479,6 +496,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   const int end = supers * (part + 1) / KS;
   const int tiles = (p.n + 15) / 16;
   const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
+  static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
+  const int sum_stride = SHARED_SCALES ? CompactSumStride(p.batch) : 8 * NT;
   uint4* ring = smem + warp * STAGES * RT * kSlot;
   uint4* x_stage = smem + WARPS * STAGES * RT * kSlot;
   const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
@@ -510,7 +529,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if constexpr (X_DIRECT) {
-    StageXDirect<NT>(p, x_stage, WARPS * 32);
+    StageXDirect<NT, SHARED_SCALES>(p, x_stage, WARPS * 32);
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
@@ -536,7 +555,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
     for (int q = 0; q < 4; ++q) {
       const uint4 xq[NT] = {StagedXFragment(p, x_stage, 0, c, q, g, t)};
       float init[NT][4];
-      StagedGroupInit<NT>(group_sums, 4 * c + q, t, init);
+      StagedGroupInit<NT, SHARED_SCALES>(group_sums, 4 * c + q, t, init, sum_stride);
       MultiplyGroup<RT, NT, true>(acc, wv, sv, xq, q, init);
     }
   }
@@ -551,7 +570,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * W4RingSlotVectors(SHARED_SCALES) * 16;
-  const int64_t staged = StagedXBytes(p.batch, p.k, 1);
+  const int64_t staged = SHARED_SCALES ? StagedXBytesCompact(p.batch, p.k) : StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
   constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
@@ -673,7 +692,7 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // up to kMaxStagedXBytes), xa- the same with the weights streamed through
 // a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel), xd-
 // xa- with x staged by plain loads (its X_DIRECT), xc- xd- with each slot's
-// scales held once (SHARED_SCALES).
+// scales held once and the group sums compact (SHARED_SCALES).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
