@@ -21,7 +21,7 @@ inline int64_t StagedXBytes(int batch, int k, int nt) {
 }
 // The compact form of the group sums (COMPACT below): a float per 32-group
 // and batch row, rows rounded up to even, instead of per 8-column n8 tile
-// (1 KB instead of 8 at batch 1 and k = 8 192).
+// (2 KB instead of 8 at batch 1 and k = 8 192).
 __host__ __device__ inline int CompactSumStride(int batch) { return (batch + 1) & ~1; }
 inline int64_t StagedXBytesCompact(int batch, int k) {
   return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * CompactSumStride(batch) * 4;
@@ -476,7 +476,7 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // each), so a slot is 1 152 bytes instead of 1 536 and more blocks fit a
 // multiprocessor; lanes then read scales other lanes copied, so the warp
 // synchronizes after its wait and before a slot is refilled. Its staged
-// group sums take the compact form (StagedGroupInit's COMPACT), 7 KB less
+// group sums take the compact form (StagedGroupInit's COMPACT), 6 KB less
 // per block at batch 1 and k = 8 192.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
