@@ -172,6 +172,17 @@ __device__ __forceinline__ void ReduceParts(float (&acc)[RT][NT][4], float (&par
   __syncthreads();
 }
 
+// Adds the 8 bf16 values of a 16-byte chunk of x to a group's sum, pair by
+// pair (the order both stagings share).
+__device__ __forceinline__ void AddChunk(const uint4& v, float& sum) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = __bfloat1622float2(h[e]);
+    sum += f.x + f.y;
+  }
+}
+
 // Staged x for the STAGE_X / async kernels, in dynamic shared memory: the
 // batch's x rows at the padded k, 16-byte chunk i of row r at
 // r * kchunks + (i ^ 4 (r & 1)) (two rows a quarter-warp reads together fall
@@ -198,13 +209,7 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      const uint4 v = x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))];
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __bfloat1622float2(h[e]);
-        sum += f.x + f.y;
-      }
+      AddChunk(x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))], sum);
     }
     sums[grp * 8 * NT + row] = -136.0f * sum;
   }
@@ -247,12 +252,7 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))] = v[u][w];
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[u][w]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(h[e]);
-          sum += f.x + f.y;
-        }
+        AddChunk(v[u][w], sum);
       }
       sums[grp * stride + row] = -136.0f * sum;
     }
