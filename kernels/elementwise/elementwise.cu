@@ -129,6 +129,20 @@ __global__ void PdlStandInKernel() {
   AllowDependentLaunch();
 }
 
+__global__ void LateCopyKernel(const __grid_constant__ LateCopyParams p) {
+  AllowDependentLaunch();
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < static_cast<uint64_t>(p.delay_ns));
+  for (int c = 0; c < p.count; ++c) {
+    auto* dst = static_cast<uint8_t*>(p.copies[c].dst);
+    const auto* src = static_cast<const uint8_t*>(p.copies[c].src);
+    for (size_t i = threadIdx.x; i < p.copies[c].bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
 int GridFor(int64_t work) {
   int64_t blocks = (work + kThreads - 1) / kThreads;
   if (blocks > 4096) blocks = 4096;
@@ -177,6 +191,16 @@ std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream) {
   if (!p.x || p.count <= 0 || !(p.cap > 0.0f)) return "softcap: bad arguments";
   SoftcapKernel<<<GridFor(p.count), kThreads, 0, stream>>>(p);
   return LaunchError("softcap");
+}
+
+std::string LaunchLateCopy(const LateCopyParams& p, cudaStream_t stream) {
+  if (p.count < 0 || p.count > kMaxLateCopies) return "late_copy: count must be in [0, 16]";
+  if (p.delay_ns < 0) return "late_copy: delay_ns must be >= 0";
+  for (int c = 0; c < p.count; ++c) {
+    if (p.copies[c].bytes > 0 && (!p.copies[c].dst || !p.copies[c].src)) return "late_copy: null pointer";
+  }
+  LateCopyKernel<<<1, kThreads, 0, stream>>>(p);
+  return LaunchError("late_copy");
 }
 
 std::string LaunchPdlStandIn(cudaStream_t stream) {

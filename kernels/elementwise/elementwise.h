@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -68,5 +69,23 @@ std::string LaunchSoftcap(const SoftcapParams& p, cudaStream_t stream);
 // tuners launch it between timed launches, so that a launch's partial last
 // wave is not hidden behind the next launch's start.
 std::string LaunchPdlStandIn(cudaStream_t stream);
+
+// Test support for the PDL contract (kernels/common/pdl.cuh): one block that
+// lets the next kernel launch at once, then waits `delay_ns` and only then
+// copies each (dst, src, bytes): a predecessor that writes late. A kernel
+// launched after it with PDL sees those bytes only if it reads them after
+// its WaitForPreviousKernel().
+inline constexpr int kMaxLateCopies = 16;
+struct LateCopyParams {
+  struct Copy {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    size_t bytes = 0;
+  };
+  Copy copies[kMaxLateCopies];
+  int count = 0;         // 0..kMaxLateCopies
+  int64_t delay_ns = 0;  // >= 0
+};
+std::string LaunchLateCopy(const LateCopyParams& p, cudaStream_t stream);
 
 }  // namespace gemma::kernels

@@ -224,6 +224,11 @@ cudaError_t AttentionProblem::SetPositions(const std::vector<int>& q_pos0) {
                     cudaMemcpyHostToDevice);
 }
 
+size_t AttentionProblem::NewestRow(int i) const {
+  const int u = c_.q_pos0[i] + c_.q_lens[i] - 1;
+  return CacheIndex(c_.slots[i], c_.ring ? u % c_.capacity : u, 0);
+}
+
 size_t AttentionProblem::CacheIndex(int slot, int idx, int kv_head) const {
   return ((static_cast<size_t>(slot) * c_.capacity + idx) * c_.num_kv_heads + kv_head) *
          c_.head_dim;

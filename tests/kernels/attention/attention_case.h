@@ -135,6 +135,10 @@ class AttentionProblem {
   cudaError_t SetPositions(const std::vector<int>& q_pos0);
 
   const AttentionCase& c() const { return c_; }
+  // Element offset, in the slot cache of Params() (and its Fp8() copy), of
+  // sequence i's row (all KV heads) at its last query position: the row a
+  // decode step's QKV-RoPE writes.
+  size_t NewestRow(int i) const;
 
  private:
   size_t CacheIndex(int slot, int idx, int kv_head) const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/elementwise/elementwise.h"
 #include "tests/kernels/attention/attention_case.h"
 
 namespace gemma::kernels::testing {
@@ -331,6 +332,57 @@ TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Decode attention is launched with PDL after QKV-RoPE, which writes Q and
+// each sequence's newest K / V row: those it must read only after its wait
+// (the older rows it may load before). Here the kernel before it lets it
+// launch at once and writes them 50 us later, over NaN: bf16 and E4M3
+// caches, new rows at a tile's first row, inside one and at a ring's wrap.
+TEST_F(DecodeAttentionTest, ReadsThisStepsRowsOnlyAfterThePreviousKernel) {
+  AttentionCase c = DecodeCase(256, 32, 16, {33, 1030, 500}, {2, 0, 1});
+  c.window = 1024;
+  c.capacity = 1024;
+  c.ring = true;
+  c.e4m3_values = true;
+  c.seed = 9;
+  AttentionProblem prob(c);
+  const std::vector<double> ref = prob.Reference();
+  const int seqs = static_cast<int>(c.q_lens.size());
+  const size_t row_elems = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
+  const size_t q_bytes = static_cast<size_t>(prob.num_tokens()) * c.num_heads * c.head_dim * 2;
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  AttentionParams bf16 = prob.Params();
+  for (const AttentionParams& p : {bf16, prob.Fp8(bf16)}) {
+    const size_t elem = p.kv_fp8 ? 1 : 2;
+    for (int num_splits : {1, 16}) {
+      SCOPED_TRACE(std::string(p.kv_fp8 ? "E4M3" : "bf16") + " cache, splits " + std::to_string(num_splits));
+      DeviceBuffer ws(DecodeWorkspaceBytes(seqs, c.num_heads, c.head_dim, num_splits));
+      DeviceBuffer saved(q_bytes + 2 * seqs * row_elems * elem);
+      LateCopyParams late;
+      late.delay_ns = 50'000;
+      auto hide = [&](void* at, size_t bytes, size_t saved_at) {
+        CUDA_OK(cudaMemcpy(saved.as<uint8_t>() + saved_at, at, bytes, cudaMemcpyDeviceToDevice));
+        CUDA_OK(cudaMemset(at, 0xff, bytes));  // NaN in bf16 and in E4M3
+        late.copies[late.count++] = {at, saved.as<uint8_t>() + saved_at, bytes};
+      };
+      hide(const_cast<__nv_bfloat16*>(p.q), q_bytes, 0);
+      for (int i = 0; i < seqs; ++i) {
+        const size_t row = prob.NewestRow(i) * elem, bytes = row_elems * elem;
+        hide(static_cast<uint8_t*>(const_cast<void*>(p.k_cache)) + row, bytes, q_bytes + (2 * i) * bytes);
+        hide(static_cast<uint8_t*>(const_cast<void*>(p.v_cache)) + row, bytes, q_bytes + (2 * i + 1) * bytes);
+      }
+      CUDA_OK(prob.Poison());
+      ASSERT_EQ(LaunchLateCopy(late, stream), "");
+      ASSERT_EQ(LaunchDecodeAttention(p, ws.as<void>(), num_splits, stream), "");
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const ErrorReport r = Compare(prob.Output(), ref);
+      EXPECT_EQ(r.num_not_finite, 0);
+      EXPECT_LT(r.rel_error, kTolerance);
+    }
+  }
   cudaStreamDestroy(stream);
 }
 
