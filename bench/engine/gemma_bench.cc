@@ -24,6 +24,7 @@
 #include "bench/engine/gemv_bench.h"
 #include "engine/core/slot_tables.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/omitted_launches.h"
 #include "server/dtype_flags.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -48,6 +49,7 @@ struct Flags {
   std::vector<int> contexts = {64, 2048};   // with --batches
   int decode_tokens = 32;
   int chunk_tokens = 0;  // 0: the backend's choice
+  cuda::OmittedLaunches omit;  // --omit: timing only
 };
 
 struct DepthResult {
@@ -166,6 +168,7 @@ int RunBatches(const Flags& f) {
   CudaTuning t;
   t.autotune_gemv = !f.no_autotune;
   t.max_chunk_tokens = f.chunk_tokens;
+  t.omit = f.omit;
   auto backend = CreateCudaBackendWithTuning(o, t);
   if (!backend.ok()) {
     spdlog::error("{}", backend.status().ToString());
@@ -178,6 +181,7 @@ int RunBatches(const Flags& f) {
   }
   nlohmann::json j;
   j["weights"] = std::string(WeightDTypeName(f.weights.value_or(WeightDType::kBF16)));
+  j["omitted_launches"] = cuda::OmittedLaunchesName(f.omit);
   for (const BatchDecodeRow& r : *rows)
     j["batches"].push_back({{"batch", r.batch}, {"context", r.context}, {"step_ms", r.step_ms}, {"tok_s", r.tok_s}});
   if (!f.json_path.empty()) std::ofstream(f.json_path) << j.dump(2) << "\n";
@@ -187,6 +191,7 @@ int RunBatches(const Flags& f) {
               "ms/step", "tok/s");
   for (const BatchDecodeRow& r : *rows)
     std::printf("%8d %8d %10.2f %10.0f\n", r.batch, r.context, r.step_ms, r.tok_s);
+  if (f.omit.any()) std::printf("omitted launches: %s (timing only)\n", cuda::OmittedLaunchesName(f.omit).c_str());
   return 0;
 }
 
@@ -201,6 +206,7 @@ int Run(const Flags& f) {
   CudaTuning t;
   t.autotune_gemv = !f.no_autotune;
   t.max_chunk_tokens = f.chunk_tokens;
+  t.omit = f.omit;
   const auto t0 = Clock::now();
   auto backend = CreateCudaBackendWithTuning(o, t);
   if (!backend.ok()) {
@@ -249,6 +255,7 @@ int Run(const Flags& f) {
   j["load_s"] = load_s;
   j["kv_fill"] = "prefill";
   j["chunk_tokens"] = b.chunk_tokens();
+  j["omitted_launches"] = cuda::OmittedLaunchesName(f.omit);
   for (const auto& r : *results)
     j["depths"].push_back({{"depth", r.depth}, {"prefill_tok_s", r.prefill_tok_s},
                            {"decode_tok_s", r.decode_tok_s}, {"decode_ms", r.decode_ms}});
@@ -262,6 +269,7 @@ int Run(const Flags& f) {
   const std::string dtype(WeightDTypeName(f.weights.value_or(WeightDType::kBF16)));
   std::printf("%s weights %.2f GB, KV cache %.2f GB, GPU memory used %.2f GiB\n", dtype.c_str(),
               b.weight_bytes() / 1e9, b.kv_cache_bytes() / 1e9, used_gib);
+  if (f.omit.any()) std::printf("omitted launches: %s (timing only)\n", cuda::OmittedLaunchesName(f.omit).c_str());
   for (const auto& g : gemv)
     std::printf("gemv %6d x %5d  %-6s %8.1f us  %5.2f TB/s\n", g.n, g.k, g.variant.c_str(), g.us, g.tb_s);
   std::printf("%8s %14s %14s %10s\n", "depth", "prefill tok/s", "decode tok/s", "ms/token");
@@ -297,11 +305,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--chunk", f.chunk_tokens, "tokens per prefill pass (0: the backend's choice)")
       ->check(CLI::Range(0, 16384));
+  std::string omit;
+  app.add_option("--omit", omit,
+                 "timing only, the outputs are wrong: leave these launches out of every pass "
+                 "(comma-separated: norms, qkv-rope, attention, linears) to see what they cost in the decode graph");
   model->excludes(config);
   CLI11_PARSE(app, argc, argv);
   if (f.random_weights == f.config_dir.empty() || f.model_dir.empty() == f.config_dir.empty()) {
     std::fprintf(stderr, "use --model DIR, or --config DIR --random-weights\n");
     return 2;
+  }
+  auto omitted = gemma::cuda::ParseOmittedLaunches(omit);
+  if (!omitted.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(omitted.status().message()).c_str());
+    return 2;
+  }
+  f.omit = *omitted;
+  if (f.omit.any()) {
+    spdlog::warn("--omit {}: timing only, every output is wrong", gemma::cuda::OmittedLaunchesName(f.omit));
   }
   std::sort(f.depths.begin(), f.depths.end());
   return gemma::Run(f);

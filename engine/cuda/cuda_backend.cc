@@ -239,6 +239,7 @@ absl::Status CudaBackend::Impl::CreateForward() {
   if (!forward_or.ok()) return forward_or.status();
   forward = std::move(*forward_or);
   forward->set_all_reduce(tuning.all_reduce);
+  forward->set_omitted_launches(tuning.omit);
   graphs = std::make_unique<cuda::DecodeGraphCache>(options.max_slots, chunk_tokens, options.use_cuda_graphs);
   auto executor_or = cuda::PassExecutor::Create(config, {options.max_slots, max_context, chunk_tokens},
                                                 forward.get(), &pools, graphs.get(), stream);

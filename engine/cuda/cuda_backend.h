@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "engine/core/backend.h"
 #include "engine/core/backend_options.h"
+#include "engine/cuda/omitted_launches.h"
 #include "engine/model/weights.h"
 
 namespace gemma {
@@ -63,6 +64,8 @@ struct CudaTuning {
   // there, so no rank synchronizes a GPU on which another rank's all-reduce
   // is already waiting for it (ranks sharing a GPU).
   std::function<void()> before_first_pass;
+  // Timing only: launches every pass leaves out (omitted_launches.h).
+  cuda::OmittedLaunches omit;
 };
 
 class CudaBackend : public Backend {

@@ -265,7 +265,7 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   rp.rope_pairs = s.rope_pairs;
   rp.rope_theta = s.rope_theta;
   rp.eps = c.rms_norm_eps;
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
+  if (!omit_.qkv_rope) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
 
   kernels::AttentionParams ap;
   ap.q = q_.get<__nv_bfloat16>();
@@ -322,17 +322,17 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
   EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
-  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
       stream));
-  GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
+  if (!omit_.attention) GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
   // An fp8 GEMM whose sums would be scaled by a kernel of their own leaves
   // the scales to the kernel that reads them next (LeftScales). Not across
   // ranks: each rank's partial sums have their own weight scales.
   const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
   LeftScales o_left, down_left, gate_up_left;
   LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
-  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
@@ -348,7 +348,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.hidden = h;
   np.eps = c.rms_norm_eps;
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
-  GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
+  if (!omit_.norms) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
   EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
@@ -356,9 +356,9 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     // The W4A16 kernel writes gelu_tanh(gate) * up itself (paired tiling).
     LinearArgs a{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
     a.gelu_gate = true;
-    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(a, stream));
+    if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(a, stream));
   } else {
-    GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+    if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
         WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
                      np.out_scale),
         stream, left_scales ? &gate_up_left : nullptr));
@@ -366,7 +366,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
                    gp.out_scale),
       stream, to_norm != nullptr ? &down_left : nullptr));
@@ -382,6 +382,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   // its output (an fp8 LM head quantizes them itself, or takes them as a16).
   const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
   EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
+  if (omit_.norms) return absl::OkStatus();
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }
 

@@ -18,6 +18,7 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/kv_cache.h"
 #include "engine/cuda/linear/linear.h"
+#include "engine/cuda/omitted_launches.h"
 #include "engine/cuda/step_plan.h"
 #include "engine/model/config.h"
 #include "kernels/attention/attention.h"
@@ -72,6 +73,8 @@ class ModelForward {
   // partial sums; `all_reduce` adds the ranks' up (in place) before the
   // residual norm reads them. Null (one GPU): nothing is added.
   void set_all_reduce(AllReduce* all_reduce) { all_reduce_ = all_reduce; }
+  // Timing only: kinds of launch left out of every pass (wrong outputs).
+  void set_omitted_launches(const OmittedLaunches& omit) { omit_ = omit; }
   const int32_t* ids() const { return ids_.get<int32_t>(); }
 
  private:
@@ -110,6 +113,7 @@ class ModelForward {
   LinearDispatcher* linear_ = nullptr;
   Tuner* tuner_ = nullptr;  // prefill attention tiles
   AllReduce* all_reduce_ = nullptr;
+  OmittedLaunches omit_;
   MetadataLayout layout_;
   int max_logit_rows_ = 0;
   int decode_splits_ = 0;  // 0: the attention kernels' choice

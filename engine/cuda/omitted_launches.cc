@@ -1,0 +1,42 @@
+#include "engine/cuda/omitted_launches.h"
+
+#include <vector>
+
+namespace gemma::cuda {
+
+absl::StatusOr<OmittedLaunches> ParseOmittedLaunches(std::string_view list) {
+  OmittedLaunches o;
+  if (list.empty()) return o;
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = list.find(',', begin);
+    const std::string_view name = list.substr(begin, comma == std::string_view::npos ? list.npos : comma - begin);
+    if (name == "norms") {
+      o.norms = true;
+    } else if (name == "qkv-rope") {
+      o.qkv_rope = true;
+    } else if (name == "attention") {
+      o.attention = true;
+    } else if (name == "linears") {
+      o.linears = true;
+    } else {
+      return absl::InvalidArgumentError("--omit: unknown launch kind '" + std::string(name) +
+                                        "' (norms, qkv-rope, attention, linears)");
+    }
+    if (comma == std::string_view::npos) return o;
+    begin = comma + 1;
+  }
+}
+
+std::string OmittedLaunchesName(const OmittedLaunches& o) {
+  std::string names;
+  for (const auto& [on, name] : std::vector<std::pair<bool, const char*>>{
+           {o.norms, "norms"}, {o.qkv_rope, "qkv-rope"}, {o.attention, "attention"}, {o.linears, "linears"}}) {
+    if (!on) continue;
+    if (!names.empty()) names += ',';
+    names += name;
+  }
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace gemma::cuda
