@@ -26,7 +26,8 @@ constexpr int kMaxHidden = 16384;
 // wide; two at 8 192) and one block's loads overlap another's reductions and
 // stores (holding the weights too, one block fit and an 8K-token pass at the
 // 31B's width ran at ~2 TB/s, 2026-12-02).
-template <int VPT, bool MANY>
+// EARLY: ResidualNormParams::launch_next_early (decode form only).
+template <int VPT, bool MANY, bool EARLY = false>
 __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 ? 2 : 1)
     ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
   __shared__ float scratch[32];
@@ -53,8 +54,9 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
     }
   };
   const float s = p.layer_scalar ? __ldg(p.layer_scalar) : 1.0f;
+  if constexpr (EARLY) AllowDependentLaunch();
   WaitForPreviousKernel();
-  AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
+  if constexpr (!EARLY) AllowDependentLaunch();  // the next GEMV may prefetch its weights meanwhile
 
   float x[VPT][8];  // the new residual
   float* h = p.residual + base;
@@ -142,6 +144,8 @@ template <int VPT>
 void Launch(const ResidualNormParams& p, cudaStream_t stream) {
   if (p.num_tokens >= kManyTokens) {
     LaunchWithPdl(ResidualNormKernel<VPT, true>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
+  } else if (p.launch_next_early) {
+    LaunchWithPdl(ResidualNormKernel<VPT, false, true>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
   } else {
     LaunchWithPdl(ResidualNormKernel<VPT, false>, dim3(p.num_tokens), dim3(kThreads), 0, stream, p);
   }

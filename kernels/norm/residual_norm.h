@@ -42,6 +42,12 @@ struct ResidualNormParams {
   int num_tokens = 0;
   int hidden = 0;                         // multiple of 8, <= 16384
   float eps = 1e-6f;
+  // Decode form (fewer than 256 tokens) only: let the next kernel launch
+  // before this one waits for its predecessor instead of after, so the next
+  // GEMV's blocks take multiprocessors as the previous GEMV's leave them and
+  // prefetch weights through its tail (they still wait for this kernel
+  // before reading `out`). An exception to kernels/common/pdl.cuh's rule.
+  bool launch_next_early = false;
 };
 
 std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream);

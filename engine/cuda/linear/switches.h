@@ -95,6 +95,12 @@ struct TuningSwitches {
   // W4A16 tilings not yet run on a GPU (kernels::GemvW4VariantUntested) with
   // the others.
   bool w4_untested_tilings = false;
+  // GEMMA_NORM_EARLY_LAUNCH (default 0): 1 lets the residual norms of a
+  // decode step of up to kNormEarlyLaunchTokens tokens launch the next
+  // kernel (a GEMV) before their own wait instead of after it
+  // (ResidualNormParams::launch_next_early). An A/B knob, off until measured.
+  static constexpr int kNormEarlyLaunchTokens = 4;
+  bool norm_early_launch = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

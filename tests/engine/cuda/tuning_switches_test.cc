@@ -49,6 +49,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
   EXPECT_TRUE(s.fp8_left_scales);
   EXPECT_FALSE(s.w4_untested_tilings);
+  EXPECT_FALSE(s.norm_early_launch);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
@@ -69,6 +70,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
   setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
   setenv("GEMMA_W4_UNTESTED_TILINGS", "1", 1);
+  setenv("GEMMA_NORM_EARLY_LAUNCH", "1", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -86,6 +88,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
   EXPECT_FALSE(s.fp8_left_scales);
   EXPECT_TRUE(s.w4_untested_tilings);
+  EXPECT_TRUE(s.norm_early_launch);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
@@ -98,6 +101,8 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_EQ(TuningSwitches::FromEnv().decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
   setenv("GEMMA_W4_UNTESTED_TILINGS", "yes", 1);  // not 0 or 1: off
   EXPECT_FALSE(TuningSwitches::FromEnv().w4_untested_tilings);
+  setenv("GEMMA_NORM_EARLY_LAUNCH", "on", 1);  // not 0 or 1: off
+  EXPECT_FALSE(TuningSwitches::FromEnv().norm_early_launch);
   UnsetAll();
 }
 

@@ -20,9 +20,9 @@ using gpu_test::ToF;
 // token scales that GEMM left (ResidualNormParams::branch_col_scale /
 // branch_token_scale); the reference scales them first.
 void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
-                       bool left_scales = false) {
+                       bool left_scales = false, bool launch_next_early = false) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
-                                  << " left_scales=" << left_scales);
+                                  << " left_scales=" << left_scales << " early=" << launch_next_early);
   const size_t n = static_cast<size_t>(tokens) * hidden;
   const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
   const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n, 0.0f, left_scales ? 200.0f : 1.0f));
@@ -55,6 +55,7 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   p.num_tokens = tokens;
   p.hidden = hidden;
   p.eps = 1e-6f;
+  p.launch_next_early = launch_next_early;
   ASSERT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
   const auto got_h = dh.Download();
   const auto got = gpu_test::ToFloat(dout.Download());
@@ -103,6 +104,17 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
   CheckResidualNorm(256, 6160, true, false);
   CheckResidualNorm(256, 16384, true, true);
   CheckResidualNorm(300, 8, true, true);
+}
+
+// The decode form that lets the next kernel launch before its own wait
+// (GEMMA_NORM_EARLY_LAUNCH): the same results.
+TEST(ResidualNormTest, LaunchingTheNextKernelEarlyChangesNoResult) {
+  GEMMA_REQUIRE_GPU();
+  CheckResidualNorm(1, 5376, true, true, false, false, /*launch_next_early=*/true);
+  CheckResidualNorm(4, 5376, true, false, false, false, true);
+  CheckResidualNorm(3, 5376, false, false, false, false, true);
+  CheckResidualNorm(2, 16384, true, true, false, false, true);
+  CheckResidualNorm(2, 4104, true, true, /*f32_branch=*/true, false, true);
 }
 
 TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {
