@@ -15,7 +15,9 @@
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
-#      @512 and @8K (and twice more each with and without GEMMA_NORM_EARLY_LAUNCH=1); then batched decode at 64 sequences x 2048 with the fp8 KV cache
+#      @512 and @8K (and twice more each with and without GEMMA_NORM_EARLY_LAUNCH=1), @512
+#      with each kind of launch left out (--omit, timing only); then batched decode at
+#      64 sequences x 2048 with the fp8 KV cache
 #      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
 #      both again with the bf16 copy for large passes instead of the fp8 one
 #      (GEMMA_INT4_FP8_COPY=0) and with
@@ -42,6 +44,11 @@ cmd_int4() {
   for i in 1 2; do
     GEMMA_NORM_EARLY_LAUNCH=1 run "bench_int4_norm_early_$i" 60 "${bench[@]}" --weights int4 --depths 512,8192
     run "bench_int4_default_$i" 60 "${bench[@]}" --weights int4 --depths 512,8192
+  done
+  # What each kind of launch costs inside the decode graph at batch 1 (timing only: outputs wrong).
+  local kind
+  for kind in norms qkv-rope attention linears; do
+    run "bench_int4_omit_$kind" 60 "${bench[@]}" --weights int4 --depths 512 --omit "$kind"
   done
   run bench_int4_b64 75 "${bench[@]}" --weights int4 "${b64[@]}" --json "$out/bench_int4_b64.json"
   # The fp8 copy's scales applied by a kernel after each GEMM instead of by the gelu gate and the
