@@ -347,7 +347,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.num_tokens = t;
   np.hidden = h;
   np.eps = c.rms_norm_eps;
-  np.launch_next_early = tuner_ != nullptr && tuner_->switches().norm_early_launch &&
+  np.launch_next_early = tuner_ != nullptr && tuner_->switches().norm_early_launch && shape.max_q_len == 1 &&
                          t <= TuningSwitches::kNormEarlyLaunchTokens;
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
   if (!omit_.norms) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));

@@ -42,8 +42,8 @@ cmd_int4() {
   # default), alternated with the default.
   local i
   for i in 1 2; do
-    GEMMA_NORM_EARLY_LAUNCH=1 run "bench_int4_norm_early_$i" 60 "${bench[@]}" --weights int4 --depths 512,8192
-    run "bench_int4_default_$i" 60 "${bench[@]}" --weights int4 --depths 512,8192
+    GEMMA_NORM_EARLY_LAUNCH=1 run "bench_int4_norm_early_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+    run "bench_int4_default_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
   done
   # What each kind of launch costs inside the decode graph at batch 1 (timing only: outputs wrong).
   local kind

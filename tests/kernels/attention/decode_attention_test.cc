@@ -338,8 +338,10 @@ TEST_F(DecodeAttentionTest, GraphReplaysAtAnyDepth) {
 // Decode attention is launched with PDL after QKV-RoPE, which writes Q and
 // each sequence's newest K / V row: those it must read only after its wait
 // (the older rows it may load before). Here the kernel before it lets it
-// launch at once and writes them 50 us later, over NaN: bf16 and E4M3
-// caches, new rows at a tile's first row, inside one and at a ring's wrap.
+// launch at once and writes them 200 us later, over NaN: bf16 and E4M3
+// caches, a new row at position 32 (a 32-key tile's first), one inside a
+// tile and one past a ring's wrap. Each build runs once first, so its
+// set-up and module load are done before the timed launch.
 TEST_F(DecodeAttentionTest, ReadsThisStepsRowsOnlyAfterThePreviousKernel) {
   AttentionCase c = DecodeCase(256, 32, 16, {33, 1030, 500}, {2, 0, 1});
   c.window = 1024;
@@ -361,8 +363,10 @@ TEST_F(DecodeAttentionTest, ReadsThisStepsRowsOnlyAfterThePreviousKernel) {
       SCOPED_TRACE(std::string(p.kv_fp8 ? "E4M3" : "bf16") + " cache, splits " + std::to_string(num_splits));
       DeviceBuffer ws(DecodeWorkspaceBytes(seqs, c.num_heads, c.head_dim, num_splits));
       DeviceBuffer saved(q_bytes + 2 * seqs * row_elems * elem);
+      ASSERT_EQ(LaunchDecodeAttention(p, ws.as<void>(), num_splits, stream), "");  // warm-up
+      CUDA_OK(cudaStreamSynchronize(stream));
       LateCopyParams late;
-      late.delay_ns = 50'000;
+      late.delay_ns = 200'000;
       auto hide = [&](void* at, size_t bytes, size_t saved_at) {
         CUDA_OK(cudaMemcpy(saved.as<uint8_t>() + saved_at, at, bytes, cudaMemcpyDeviceToDevice));
         CUDA_OK(cudaMemset(at, 0xff, bytes));  // NaN in bf16 and in E4M3

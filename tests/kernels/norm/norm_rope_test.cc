@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/residual_norm.h"
 #include "kernels/rope/qkv_rope.h"
 #include "tests/common/fp8_test_util.h"
@@ -19,8 +20,11 @@ using gpu_test::ToF;
 // left_scales: the branch holds unscaled FP8 GEMM sums with the column and
 // token scales that GEMM left (ResidualNormParams::branch_col_scale /
 // branch_token_scale); the reference scales them first.
+// late_branch: the (bf16) branch is NaN until a kernel launched just before
+// the norm writes it 200 us after letting the norm launch (LaunchLateCopy):
+// the norm must still read it only after its PDL wait.
 void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
-                       bool left_scales = false, bool launch_next_early = false) {
+                       bool left_scales = false, bool launch_next_early = false, bool late_branch = false) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
                                   << " left_scales=" << left_scales << " early=" << launch_next_early);
   const size_t n = static_cast<size_t>(tokens) * hidden;
@@ -56,7 +60,28 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   p.hidden = hidden;
   p.eps = 1e-6f;
   p.launch_next_early = launch_next_early;
-  ASSERT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
+  if (late_branch) {
+    ASSERT_TRUE(branch && !f32_branch);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    DeviceArray<float> warm_h(h0);  // a first launch loads the kernel; its residual is a copy
+    kernels::ResidualNormParams warm = p;
+    warm.residual = warm_h.get();
+    ASSERT_EQ(kernels::LaunchResidualNorm(warm, stream), "");
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    DeviceArray<__nv_bfloat16> good(br);
+    dout.Poison();
+    ASSERT_EQ(cudaMemset(dbr.get(), 0xFF, n * sizeof(__nv_bfloat16)), cudaSuccess);
+    kernels::LateCopyParams late;
+    late.delay_ns = 200'000;
+    late.copies[late.count++] = {dbr.get(), good.get(), n * sizeof(__nv_bfloat16)};
+    ASSERT_EQ(kernels::LaunchLateCopy(late, stream), "");
+    ASSERT_EQ(kernels::LaunchResidualNorm(p, stream), "");
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+  } else {
+    ASSERT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
+  }
   const auto got_h = dh.Download();
   const auto got = gpu_test::ToFloat(dout.Download());
   std::vector<double> ref_h(n), ref(n);
@@ -107,7 +132,8 @@ TEST(ResidualNormTest, RealShapeAndEdges) {
 }
 
 // The decode form that lets the next kernel launch before its own wait
-// (GEMMA_NORM_EARLY_LAUNCH): the same results.
+// (GEMMA_NORM_EARLY_LAUNCH): the same results, and the branch a previous
+// kernel writes late still read only after the wait (both forms).
 TEST(ResidualNormTest, LaunchingTheNextKernelEarlyChangesNoResult) {
   GEMMA_REQUIRE_GPU();
   CheckResidualNorm(1, 5376, true, true, false, false, /*launch_next_early=*/true);
@@ -115,6 +141,10 @@ TEST(ResidualNormTest, LaunchingTheNextKernelEarlyChangesNoResult) {
   CheckResidualNorm(3, 5376, false, false, false, false, true);
   CheckResidualNorm(2, 16384, true, true, false, false, true);
   CheckResidualNorm(2, 4104, true, true, /*f32_branch=*/true, false, true);
+  for (bool early : {false, true}) {
+    CheckResidualNorm(1, 5376, true, true, false, false, early, /*late_branch=*/true);
+    CheckResidualNorm(4, 5376, true, false, false, false, early, true);
+  }
 }
 
 TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {
