@@ -48,9 +48,11 @@ absl::StatusOr<std::vector<BatchDecodeRow>> RunBatchDecode(CudaBackend& backend,
   const int blocks_per_seq = (max_len + kv.block_size - 1) / kv.block_size;
   const int ring = kv.num_sliding_blocks / std::max(1, backend.max_slots());
   if (int64_t{max_batch} * blocks_per_seq > kv.num_global_blocks || max_batch > backend.max_slots())
-    return absl::InvalidArgumentError(absl::StrCat("--batches: ", max_batch, " sequences of ", max_len,
-                                                   " tokens do not fit the pool (", kv.num_global_blocks,
-                                                   " global blocks, ", backend.max_slots(), " slots)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batches: ", max_batch, " sequences of ", max_len, " tokens do not fit the pool (",
+                     kv.num_global_blocks, " global blocks, ", backend.max_slots(), " slots): at most ",
+                     std::min<int64_t>(kv.num_global_blocks / blocks_per_seq, backend.max_slots()),
+                     " sequences of that length"));
   const Tables tables(max_batch, blocks_per_seq, ring);
   const int vocab = backend.config().vocab_size;
   std::vector<BatchDecodeRow> rows;
