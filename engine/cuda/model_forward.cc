@@ -308,6 +308,10 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   return KernelStatus(kernels::LaunchPrefillAttentionWithConfig(ap, *tile, stream));
 }
 
+absl::Status ModelForward::RunLinear(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
+  return omit_.linears ? absl::OkStatus() : linear_->Run(a, stream, left);
+}
+
 absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream) {
   const ModelConfig& c = *config_;
   const LayerSpec& s = c.layers[l];
@@ -322,7 +326,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
   EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
-  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
       WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
       stream));
   if (!omit_.attention) GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
@@ -332,7 +336,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
   LeftScales o_left, down_left, gate_up_left;
   LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
-  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
       {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
@@ -358,9 +362,9 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     // The W4A16 kernel writes gelu_tanh(gate) * up itself (paired tiling).
     LinearArgs a{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
     a.gelu_gate = true;
-    if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(a, stream));
+    GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(a, stream));
   } else {
-    if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+    GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
         WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
                      np.out_scale),
         stream, left_scales ? &gate_up_left : nullptr));
@@ -368,7 +372,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
-  if (!omit_.linears) GEMMA_STATUS_RETURN_IF_ERROR(linear_->Run(
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
       WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
                    gp.out_scale),
       stream, to_norm != nullptr ? &down_left : nullptr));

@@ -81,6 +81,8 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Allocate(int max_tokens);
   absl::Status EnqueueLayer(int l, const PassShape& shape, cudaStream_t stream);
+  // A layer's linear through linear_, or nothing under omit_.linears.
+  absl::Status RunLinear(const LinearArgs& a, cudaStream_t stream, LeftScales* left = nullptr);
   absl::Status EnqueueAttention(int l, const PassShape& shape, cudaStream_t stream);
   // Split-K partitions of decode attention: fixed per batch size, so a
   // captured graph serves every depth.

@@ -1,7 +1,5 @@
 #include "engine/cuda/omitted_launches.h"
 
-#include <vector>
-
 namespace gemma::cuda {
 
 absl::StatusOr<OmittedLaunches> ParseOmittedLaunches(std::string_view list) {
@@ -30,12 +28,15 @@ absl::StatusOr<OmittedLaunches> ParseOmittedLaunches(std::string_view list) {
 
 std::string OmittedLaunchesName(const OmittedLaunches& o) {
   std::string names;
-  for (const auto& [on, name] : std::vector<std::pair<bool, const char*>>{
-           {o.norms, "norms"}, {o.qkv_rope, "qkv-rope"}, {o.attention, "attention"}, {o.linears, "linears"}}) {
-    if (!on) continue;
+  auto add = [&names](bool on, const char* name) {
+    if (!on) return;
     if (!names.empty()) names += ',';
     names += name;
-  }
+  };
+  add(o.norms, "norms");
+  add(o.qkv_rope, "qkv-rope");
+  add(o.attention, "attention");
+  add(o.linears, "linears");
   return names.empty() ? "none" : names;
 }
 

@@ -697,7 +697,6 @@ struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
   void (*launch)(const GemvW4Params&, cudaStream_t);
-  bool untested = false;  // not yet run on a GPU: the engine's tuner leaves it out unless asked
 };
 constexpr Tiling kTilings[] = {
     // Batches 1..8.
@@ -799,7 +798,6 @@ const char* GemvW4VariantName(int variant) {
   return variant >= 0 && variant < kNumTilings ? kTilings[variant].name : "default";
 }
 
-bool GemvW4VariantUntested(int variant) { return variant >= 0 && variant < kNumTilings && kTilings[variant].untested; }
 
 bool GemvW4VariantFits(int variant, int batch) {
   return variant >= 0 && variant < kNumTilings && batch >= 1 && batch <= kW4MaxBatch &&

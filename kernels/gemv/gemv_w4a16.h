@@ -55,9 +55,6 @@ const char* GemvW4VariantName(int variant);
 // Whether a tiling serves `batch` rows (each covers 8, 16, 32 or 64 rows at
 // most, and a batch runs only on the narrowest width that holds it).
 bool GemvW4VariantFits(int variant, int batch);
-// A tiling not yet run on a GPU (its kernel tests pending): callers that
-// choose by timing leave it out unless asked to try it.
-bool GemvW4VariantUntested(int variant);
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream);
 
 }  // namespace gemma::kernels

@@ -63,16 +63,10 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
   return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
-namespace {
-// Whether RunInt4 serves m rows of w with the W4A16 kernel (not a copy or a
-// dequantized GEMM): what the kernel's fused epilogue needs.
-bool RunsW4Kernel(const DeviceMatrix& w, int m) {
-  return w.int4() && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) &&
-         !LinearDispatcher::Int4UsesFp8Copy(w, m) && m <= kMaxW4Rows;
+bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
+  return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
+         m <= kMaxW4Rows;
 }
-}  // namespace
-
-bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) { return w.w4_paired && RunsW4Kernel(w, m); }
 
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
   if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
@@ -134,7 +128,6 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
   int best = -1;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
     if (!kernels::GemvW4VariantFits(v, batch)) continue;
-    if (kernels::GemvW4VariantUntested(v) && !tuner_.switches().w4_untested_tilings) continue;
     auto ms = (*timer)->MeanMs(
         [&](int i) {
           a.w = copies[static_cast<size_t>(i) % copies.size()];

@@ -91,10 +91,6 @@ struct TuningSwitches {
   // to the kernel that reads the output next (the gelu gate, the residual
   // norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = true;
-  // GEMMA_W4_UNTESTED_TILINGS (default 0): 1 lets the int4 tuner time the
-  // W4A16 tilings not yet run on a GPU (kernels::GemvW4VariantUntested; none
-  // is marked at present) with the others.
-  bool w4_untested_tilings = false;
   // GEMMA_NORM_EARLY_LAUNCH (default 0): 1 lets the residual norms of a
   // decode step of up to kNormEarlyLaunchTokens tokens launch the next
   // kernel (a GEMV) before their own wait instead of after it
