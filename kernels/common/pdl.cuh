@@ -11,8 +11,9 @@
 // while the kernel before it still runs. Letting successors launch at a
 // kernel's very start instead measured 0.35 ms/token slower (2026-11-30):
 // blocks two kernels ahead sat waiting on multiprocessors a GEMV's later
-// waves needed. (The residual norm can be told otherwise for a decode step
-// of a few tokens, ResidualNormParams::launch_next_early, an A/B switch.)
+// waves needed. (The residual norm of a decode step of a few tokens is the
+// exception, ResidualNormParams::launch_next_early: its successor is a GEMV,
+// whose blocks then take multiprocessors as the previous GEMV's leave.)
 //
 // Every block of a PDL-launched kernel must execute WaitForPreviousKernel()
 // before it exits: the kernel's completion then implies its predecessor's,

@@ -27,15 +27,6 @@ WgmmaPreference WgmmaFromEnv() {
   return WgmmaPreference::kMeasured;
 }
 
-// Off unless the variable is "1"; another value is logged and leaves it off.
-bool OnOnlyIfOne(const char* name) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return false;
-  const std::string v(env);
-  if (v != "0" && v != "1") spdlog::warn("{}='{}' is not 0 or 1: 0", name, v);
-  return v == "1";
-}
-
 std::string DefaultCachePath() {
   const char* home = std::getenv("HOME");
   return std::string(home != nullptr ? home : ".") + "/.cache/gemma-serve/autotune.txt";
@@ -76,7 +67,7 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.int4_gelu_gate = OnUnlessZero("GEMMA_INT4_GELU_GATE");
   s.fp8_kv_prefill_bf16 = OnUnlessZero("GEMMA_FP8_KV_PREFILL_BF16");
   s.fp8_left_scales = OnUnlessZero("GEMMA_FP8_LEFT_SCALES");
-  s.norm_early_launch = OnOnlyIfOne("GEMMA_NORM_EARLY_LAUNCH");
+  s.norm_early_launch = OnUnlessZero("GEMMA_NORM_EARLY_LAUNCH");
   if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
     const std::string v(env);
     if (v == "0") {

@@ -91,12 +91,12 @@ struct TuningSwitches {
   // to the kernel that reads the output next (the gelu gate, the residual
   // norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = true;
-  // GEMMA_NORM_EARLY_LAUNCH (default 0): 1 lets the residual norms of a
-  // decode step of up to kNormEarlyLaunchTokens tokens launch the next
-  // kernel (a GEMV) before their own wait instead of after it
-  // (ResidualNormParams::launch_next_early). An A/B knob, off until measured.
+  // GEMMA_NORM_EARLY_LAUNCH (default 1; 0 turns it off): the residual
+  // norms of a decode step of up to kNormEarlyLaunchTokens tokens let the
+  // next kernel (a GEMV) launch before their own wait instead of after it
+  // (ResidualNormParams::launch_next_early).
   static constexpr int kNormEarlyLaunchTokens = 4;
-  bool norm_early_launch = false;
+  bool norm_early_launch = true;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

@@ -291,9 +291,12 @@ TEST(Fp8LeftScales, AsCloseToTheGoldenAsTheScalingKernel) {
     const bool fp8 = dtype == WeightDType::kFP8;
     for (const auto& [a, r] : {std::pair{&prefill, &ref_prefill}, std::pair{&steps, &ref_steps}}) {
       EXPECT_LT(a->mean(), 1.25 * r->mean()) << name;
-      // The fp8 and int4 quality tests' bounds (fp8_quality_test.cc, ExpectInt4Quality).
+      // The fp8 and int4 quality tests' bounds (fp8_quality_test.cc, ExpectInt4Quality),
+      // but 0.3 for the worst fp8 row: each backend here tunes its GEMMs afresh, and the
+      // worst decode row moves with the picks (H100, 2026-12-06, fresh tuning per run:
+      // 0.19 and 0.26 with the same binaries; 0.23 from a cache).
       EXPECT_LT(a->mean(), fp8 ? 0.1 : 0.25) << name;
-      EXPECT_LT(a->worst, fp8 ? 0.25 : 0.9) << name;
+      EXPECT_LT(a->worst, fp8 ? 0.3 : 0.9) << name;
       EXPECT_GE(a->agree, (fp8 ? 0.9 : 0.8) * a->confident) << name;
     }
   }

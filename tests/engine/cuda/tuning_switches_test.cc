@@ -48,7 +48,7 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.int4_gelu_gate);
   EXPECT_TRUE(s.fp8_kv_prefill_bf16);
   EXPECT_TRUE(s.fp8_left_scales);
-  EXPECT_FALSE(s.norm_early_launch);
+  EXPECT_TRUE(s.norm_early_launch);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
@@ -68,7 +68,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_INT4_GELU_GATE", "0", 1);
   setenv("GEMMA_FP8_KV_PREFILL_BF16", "0", 1);
   setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
-  setenv("GEMMA_NORM_EARLY_LAUNCH", "1", 1);
+  setenv("GEMMA_NORM_EARLY_LAUNCH", "0", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -85,7 +85,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.int4_gelu_gate);
   EXPECT_FALSE(s.fp8_kv_prefill_bf16);
   EXPECT_FALSE(s.fp8_left_scales);
-  EXPECT_TRUE(s.norm_early_launch);
+  EXPECT_FALSE(s.norm_early_launch);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
@@ -96,8 +96,8 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_EQ(t.decode_keys_from_values, TuningSwitches::KeysFromValues::kOn);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "sometimes", 1);  // not a value: auto
   EXPECT_EQ(TuningSwitches::FromEnv().decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
-  setenv("GEMMA_NORM_EARLY_LAUNCH", "on", 1);  // not 0 or 1: off
-  EXPECT_FALSE(TuningSwitches::FromEnv().norm_early_launch);
+  setenv("GEMMA_NORM_EARLY_LAUNCH", "1", 1);  // anything but 0: on
+  EXPECT_TRUE(TuningSwitches::FromEnv().norm_early_launch);
   UnsetAll();
 }
 
