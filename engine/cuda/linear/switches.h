@@ -92,9 +92,11 @@ struct TuningSwitches {
   // norm) instead of scaling them in a kernel of its own.
   bool fp8_left_scales = true;
   // GEMMA_NORM_EARLY_LAUNCH (default 1; 0 turns it off): the residual
-  // norms of a decode step of up to kNormEarlyLaunchTokens tokens let the
-  // next kernel (a GEMV) launch before their own wait instead of after it
-  // (ResidualNormParams::launch_next_early).
+  // norms after each layer's attention and MLP in a decode step of up to
+  // kNormEarlyLaunchTokens tokens let the next kernel (a GEMV; after the
+  // last layer, the LM head's row gather) launch before their own wait
+  // instead of after it (ResidualNormParams::launch_next_early). The norm
+  // after the embedding launches its successor after its wait.
   static constexpr int kNormEarlyLaunchTokens = 4;
   bool norm_early_launch = true;
 
