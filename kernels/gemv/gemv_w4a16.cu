@@ -222,8 +222,8 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // (groups complete in order), so the MMAs could start only once the whole
 // prefetched ring had landed. Each thread loads whole 32-groups (four
 // 16-byte chunks, up to kItems groups in flight) and sums them from
-// registers, in StageX's order. COMPACT: the sums in StagedGroupInit's
-// compact form.
+// registers, in StageX's order. COMPACT: the sums as a float per 32-group
+// and batch row, rows rounded up to even (CompactSumStride).
 template <int NT, bool COMPACT = false>
 __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
   constexpr int kItems = 4;
@@ -260,24 +260,12 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
   __syncthreads();
 }
 
-// Lane (g, t)'s x fragment of n8 tile j, super-chunk c, 32-group word q, and
-// its partials' starting values for that group (MultiplyGroup's FOLD).
-__device__ __forceinline__ uint4 StagedXFragment(const GemvW4Params& p, const uint4* x_stage, int j, int c, int q,
-                                                 int g, int t) {
-  const int row = 8 * j + g < p.batch ? 8 * j + g : 0;  // columns past the batch are never stored
-  return x_stage[row * (W4PaddedK(p.k) / 8) + ((16 * c + 4 * q + t) ^ ((row & 1) << 2))];
-}
-// COMPACT: the sums are [group][stride] (CompactSumStride); columns past
-// the stride start from 0 (they are never stored).
-template <int NT, bool COMPACT = false>
-__device__ __forceinline__ void StagedGroupInit(const float* group_sums, int group, int t, float (&init)[NT][4],
-                                                int stride = 8 * NT) {
+// Lane (g, t)'s partials' starting values for 32-group `group` (MultiplyGroup's FOLD).
+template <int NT>
+__device__ __forceinline__ void StagedGroupInit(const float* group_sums, int group, int t, float (&init)[NT][4]) {
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    float2 v = make_float2(0.0f, 0.0f);
-    if (!COMPACT || 8 * j + 2 * t < stride) {
-      v = *reinterpret_cast<const float2*>(group_sums + group * (COMPACT ? stride : 8 * NT) + 8 * j + 2 * t);
-    }
+    const float2 v = *reinterpret_cast<const float2*>(group_sums + group * 8 * NT + 8 * j + 2 * t);
     init[j][0] = init[j][2] = v.x;
     init[j][1] = init[j][3] = v.y;
   }
@@ -300,6 +288,7 @@ __device__ __forceinline__ void StagedGroupInit(const float* group_sums, int gro
 template <int RT, int NT, int U, int KS, int WARPS, bool PIPE, bool STAGE_X>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
+  static_assert(!STAGE_X || NT == 1, "staged x is read as one n8 tile");
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kStages = PIPE ? 2 : 1;
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
@@ -344,9 +333,16 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4Kernel(const __grid_constant
     return p.x + static_cast<size_t>(8 * j + g) * p.k + 128 * c + 32 * q + 8 * t;
   };
   auto x_ok = [&](int j, int c, int q) { return 8 * j + g < p.batch && c < end && 128 * c + 32 * q < p.k; };
+  // STAGE_X (one n8 tile): the lane's x fragment for super-chunk c and
+  // 32-group word q, 16 bytes of row g at columns 128 c + 32 q + 8 t, is
+  // chunk 16 c + 4 (q ^ parity) + t of StageX's row: two lane pointers and
+  // constant offsets instead of an address recomputed per group.
+  const int x_row = g < p.batch ? g : 0;  // rows past the batch are never stored
+  const uint4* x_even = x_stage + x_row * (W4PaddedK(p.k) / 8) + 4 * (x_row & 1) + t;
+  const uint4* x_odd = x_stage + x_row * (W4PaddedK(p.k) / 8) + 4 * ((x_row & 1) ^ 1) + t;
   auto x_frag = [&](int j, int c, int q) {
     if constexpr (STAGE_X) {
-      return StagedXFragment(p, x_stage, j, c, q, g, t);
+      return (q & 1 ? x_odd : x_even)[16 * c + (q & 2 ? 8 : 0)];
     } else {
       return x_ok(j, c, q) ? __ldg(reinterpret_cast<const uint4*>(x_ptr(j, c, q))) : make_uint4(0, 0, 0, 0);
     }
@@ -476,7 +472,7 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // each), so a slot is 1 152 bytes instead of 1 536 and more blocks fit a
 // multiprocessor; lanes then read scales other lanes copied, so the warp
 // synchronizes after its wait and before a slot is refilled. Its staged
-// group sums take the compact form (StagedGroupInit's COMPACT), 6 KB less
+// group sums take the compact form (StageXDirect's COMPACT), 6 KB less
 // per block at batch 1 and k = 8 192.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
@@ -502,30 +498,43 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   uint4* x_stage = smem + WARPS * STAGES * RT * kSlot;
   const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
 
-  const uint4* w[RT];
-  const uint4* sc[RT];
+  // Every address below advances by a constant per super-chunk instead of
+  // being recomputed from c (no modulo, no 64-bit multiply, no XOR per
+  // group): at batch 1 the loop's instruction count bounds the kernel about
+  // as much as the bytes do.
+  const uint4* w[RT];  // this lane's codes of the next super-chunk to issue
+  const uint4* sc[RT];  // ... and the scales it copies
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
     const int tile = min(tile0 + r, tiles - 1);  // past n: never stored
-    w[r] = reinterpret_cast<const uint4*>(p.w) + static_cast<size_t>(tile) * supers * 64 + lane;
-    sc[r] = reinterpret_cast<const uint4*>(p.scales) + static_cast<size_t>(tile) * supers * 8 +
+    w[r] = reinterpret_cast<const uint4*>(p.w) + (static_cast<size_t>(tile) * supers + beg) * 64 + lane;
+    sc[r] = reinterpret_cast<const uint4*>(p.scales) + (static_cast<size_t>(tile) * supers + beg) * 8 +
             (SHARED_SCALES ? (lane & 7) : g);
   }
-  auto slot = [&](int c, int r) { return ring + ((c - beg) % STAGES * RT + r) * kSlot; };
-  auto issue = [&](int c) {  // one commit group per call (empty past the part)
-    if (c < end) {
+  // Slot of super-chunk c: stage (c - beg) % STAGES, walked as a pointer.
+  constexpr int kStage = RT * kSlot;
+  uint4* const ring_end = ring + STAGES * kStage;
+  uint4* write_slot = ring;
+  int next = beg;  // the super-chunk the next issue() copies
+  auto issue = [&]() {  // one commit group per call (empty past the part)
+    if (next < end) {
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        CpAsync16(SmemAddr(slot(c, r) + lane), w[r] + 64 * c, true);
-        CpAsync16(SmemAddr(slot(c, r) + 32 + lane), w[r] + 64 * c + 32, true);
-        if (!SHARED_SCALES || lane < 8) CpAsync16(SmemAddr(slot(c, r) + 64 + lane), sc[r] + 8 * c, true);
+        CpAsync16(SmemAddr(write_slot + r * kSlot + lane), w[r], true);
+        CpAsync16(SmemAddr(write_slot + r * kSlot + 32 + lane), w[r] + 32, true);
+        if (!SHARED_SCALES || lane < 8) CpAsync16(SmemAddr(write_slot + r * kSlot + 64 + lane), sc[r], true);
+        w[r] += 64;
+        sc[r] += 8;
       }
     }
+    ++next;
+    write_slot += kStage;
+    if (write_slot == ring_end) write_slot = ring;
     CpAsyncCommit();
   };
 
 #pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) issue(beg + i);  // weights do not depend on the previous kernel
+  for (int i = 0; i < STAGES - 1; ++i) issue();  // weights do not depend on the previous kernel
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if constexpr (X_DIRECT) {
@@ -534,30 +543,50 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
 
+  // The lane's x fragment for (c, q) is chunk 16 c + 4 (q ^ parity) + t of
+  // its row in StageX's layout: q = 0 and 2 at x_even (+8 for q = 2), q = 1
+  // and 3 at x_odd.
+  const int x_row = g < p.batch ? g : 0;  // rows past the batch are never stored
+  const int x_par = x_row & 1;
+  const uint4* x_even = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * x_par + t;
+  const uint4* x_odd = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * (x_par ^ 1) + t;
+  // The starting sums of group 4 c + q (MultiplyGroup's FOLD) at sums + q * sum_stride.
+  const bool sum_lane = !SHARED_SCALES || 2 * t < sum_stride;  // columns past the stride start from 0
+  const float* sums = group_sums + 4 * beg * sum_stride + 2 * t;
+
   float acc[RT][NT][4];
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
+  const uint4* read_slot = ring;
   for (int c = beg; c < end; ++c) {
     if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slot issue() refills
-    issue(c + STAGES - 1);
+    issue();  // super-chunk c + STAGES - 1
     CpAsyncWait<STAGES - 1>();  // super-chunk c's group has landed
     if constexpr (SHARED_SCALES) __syncwarp();  // ... for every lane: lanes 0..7 copied the scales
     uint4 wv[RT][2], sv[RT];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      wv[r][0] = slot(c, r)[lane];
-      wv[r][1] = slot(c, r)[32 + lane];
-      sv[r] = slot(c, r)[64 + (SHARED_SCALES ? g : lane)];
+      wv[r][0] = read_slot[r * kSlot + lane];
+      wv[r][1] = read_slot[r * kSlot + 32 + lane];
+      sv[r] = read_slot[r * kSlot + 64 + (SHARED_SCALES ? g : lane)];
     }
+    read_slot += kStage;
+    if (read_slot == ring_end) read_slot = ring;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 xq[NT] = {StagedXFragment(p, x_stage, 0, c, q, g, t)};
+      const uint4 xq[NT] = {(q & 1 ? x_odd : x_even)[q & 2 ? 8 : 0]};
       float init[NT][4];
-      StagedGroupInit<NT, SHARED_SCALES>(group_sums, 4 * c + q, t, init, sum_stride);
+      float2 v = make_float2(0.0f, 0.0f);
+      if (sum_lane) v = *reinterpret_cast<const float2*>(sums + q * sum_stride);
+      init[0][0] = init[0][2] = v.x;
+      init[0][1] = init[0][3] = v.y;
       MultiplyGroup<RT, NT, true>(acc, wv, sv, xq, q, init);
     }
+    x_even += 16;
+    x_odd += 16;
+    sums += 4 * sum_stride;
   }
   CpAsyncWait<0>();
 
@@ -736,6 +765,10 @@ constexpr Tiling kTilings[] = {
     {"xd-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true>},
     {"xd-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true>},
     {"xd-n1-t1s4k8w8", 1, LaunchAsync<1, 4, 8, 8, true>},
+    {"xd-n1-t2s4k4", 1, LaunchAsync<2, 4, 4, 4, true>},
+    {"xd-n1-t2s3k4", 1, LaunchAsync<2, 3, 4, 4, true>},
+    {"xd-n1-t2s4k2", 1, LaunchAsync<2, 4, 2, 4, true>},
+    {"xd-n1-t2s3k2", 1, LaunchAsync<2, 3, 2, 4, true>},
     {"xc-n1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4, true, true>},
     {"xc-n1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, true>},
     {"xc-n1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true, true>},
