@@ -26,6 +26,8 @@ __host__ __device__ inline int CompactSumStride(int batch) { return (batch + 1) 
 inline int64_t StagedXBytesCompact(int batch, int k) {
   return static_cast<int64_t>(batch) * W4PaddedK(k) * 2 + W4PaddedK(k) / 32 * CompactSumStride(batch) * 4;
 }
+// The batch-1 form (ONE_ROW below): x, then a float4 per 32-group.
+inline int64_t StagedXBytesOneRow(int k) { return int64_t{W4PaddedK(k)} * 2 + W4PaddedK(k) / 32 * 16; }
 
 // Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
 // as bf16x2 values 128 + u, exactly: 0x4300 | u is 128 + u in bf16 (one lop3).
@@ -115,7 +117,9 @@ __device__ __forceinline__ void StoreTiles(const GemvW4Params& p, const float (&
 // FOLD: the codes stay biased (128 + u) and init[j] holds -136 * sum(x) of
 // the group for the lane's accumulator columns, so the partial starts from it
 // instead of zero: the same sum, two operations fewer per code pair.
-template <int RT, int NT, bool FOLD = false>
+// ONE_COL: only batch column 0 is ever stored (batch 1), so the partials of
+// column 1 are not scaled into acc.
+template <int RT, int NT, bool FOLD = false, bool ONE_COL = false>
 __device__ __forceinline__ void MultiplyGroup(float (&acc)[RT][NT][4], const uint4 (&wv)[RT][2], const uint4 (&sv)[RT],
                                               const uint4 (&xb)[NT], int q, const float (*init)[4] = nullptr) {
   const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -136,9 +140,9 @@ __device__ __forceinline__ void MultiplyGroup(float (&acc)[RT][NT][4], const uin
       MmaBf16From(part_acc, a0, a1, a2, a3, xb[j].x, xb[j].y, FOLD ? init[j] : zero);
       MmaBf16(part_acc, a4, a5, a6, a7, xb[j].z, xb[j].w);
       acc[r][j][0] += sa * part_acc[0];
-      acc[r][j][1] += sa * part_acc[1];
+      if (!ONE_COL) acc[r][j][1] += sa * part_acc[1];
       acc[r][j][2] += sb * part_acc[2];
-      acc[r][j][3] += sb * part_acc[3];
+      if (!ONE_COL) acc[r][j][3] += sb * part_acc[3];
     }
   }
 }
@@ -223,8 +227,10 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // prefetched ring had landed. Each thread loads whole 32-groups (four
 // 16-byte chunks, up to kItems groups in flight) and sums them from
 // registers, in StageX's order. COMPACT: the sums as a float per 32-group
-// and batch row, rows rounded up to even (CompactSumStride).
-template <int NT, bool COMPACT = false>
+// and batch row, rows rounded up to even (CompactSumStride). ONE_ROW (batch
+// 1): each group's sum four times, a float4 that is a whole MMA accumulator
+// operand (OneRowSums).
+template <int NT, bool COMPACT = false, bool ONE_ROW = false>
 __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
   constexpr int kItems = 4;
   const int kchunks = W4PaddedK(p.k) / 8, groups = kchunks / 4;
@@ -254,7 +260,12 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
         x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))] = v[u][w];
         AddChunk(v[u][w], sum);
       }
-      sums[grp * stride + row] = -136.0f * sum;
+      if constexpr (ONE_ROW) {
+        const float v = -136.0f * sum;
+        reinterpret_cast<float4*>(sums)[grp] = make_float4(v, v, v, v);
+      } else {
+        sums[grp * stride + row] = -136.0f * sum;
+      }
     }
   }
   __syncthreads();
@@ -465,6 +476,9 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // waiting for its own groups is enough (no barrier in the loop); a slot is
 // refilled one iteration after its registers fed the MMAs. One block tile
 // per block.
+// At batch 1 the loop's instruction count bounds the kernel about as much as
+// the bytes do, so every address advances by a constant per super-chunk (no
+// modulo, 64-bit multiply or XOR per group) and the slot walk is one offset.
 // X_DIRECT: x staged with plain loads (StageXDirect), so the first MMAs wait
 // only for the first weight stage, not for the whole prefetched ring.
 // SHARED_SCALES: a slot holds the tile's 128 bytes of scales once (lanes
@@ -474,12 +488,19 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // synchronizes after its wait and before a slot is refilled. Its staged
 // group sums take the compact form (StageXDirect's COMPACT), 6 KB less
 // per block at batch 1 and k = 8 192.
-template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
+// ONE_ROW (batch 1 only, with X_DIRECT): every lane's x row is row 0, each
+// group's sum is staged as a float4 that is the MMA's whole accumulator
+// operand (no register copies), and column 1's partials are not scaled.
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
+          bool ONE_ROW = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
+  static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
+  static_assert(!ONE_ROW || X_DIRECT, "the one-row sums are written by StageXDirect");
   constexpr int NT = 1;
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kSlot = W4RingSlotVectors(SHARED_SCALES);  // 16-byte vectors per (stage, tile)
+  constexpr int kStage = RT * kSlot;
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
   // [WARPS][STAGES][RT][kSlot]: codes of lanes 0..31 (two vectors each), then
   // the scales (the lanes' or the tile's), then StageX's layout.
@@ -492,17 +513,12 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   const int end = supers * (part + 1) / KS;
   const int tiles = (p.n + 15) / 16;
   const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
-  static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
   const int sum_stride = SHARED_SCALES ? CompactSumStride(p.batch) : 8 * NT;
-  uint4* ring = smem + warp * STAGES * RT * kSlot;
-  uint4* x_stage = smem + WARPS * STAGES * RT * kSlot;
+  const uint4* ring = smem + warp * STAGES * kStage;
+  uint4* x_stage = smem + WARPS * STAGES * kStage;
   const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
 
-  // Every address below advances by a constant per super-chunk instead of
-  // being recomputed from c (no modulo, no 64-bit multiply, no XOR per
-  // group): at batch 1 the loop's instruction count bounds the kernel about
-  // as much as the bytes do.
-  const uint4* w[RT];  // this lane's codes of the next super-chunk to issue
+  const uint4* w[RT];   // this lane's codes of the next super-chunk to issue
   const uint4* sc[RT];  // ... and the scales it copies
 #pragma unroll
   for (int r = 0; r < RT; ++r) {
@@ -511,34 +527,30 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
     sc[r] = reinterpret_cast<const uint4*>(p.scales) + (static_cast<size_t>(tile) * supers + beg) * 8 +
             (SHARED_SCALES ? (lane & 7) : g);
   }
-  // Slot of super-chunk c: stage (c - beg) % STAGES, walked as a pointer.
-  constexpr int kStage = RT * kSlot;
-  uint4* const ring_end = ring + STAGES * kStage;
-  uint4* write_slot = ring;
-  int next = beg;  // the super-chunk the next issue() copies
-  auto issue = [&]() {  // one commit group per call (empty past the part)
-    if (next < end) {
+  // Super-chunk c sits in stage (c - beg) % STAGES, at vector offset
+  // `stage` * kStage of the ring; issue() refills the stage read last.
+  const uint32_t lane_slot = SmemAddr(ring + lane);  // the lane's codes in stage 0
+  auto issue = [&](int c, int stage) {  // one commit group per call (empty past the part)
+    if (c < end) {
+      const uint32_t dst = lane_slot + stage * 16;
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        CpAsync16(SmemAddr(write_slot + r * kSlot + lane), w[r], true);
-        CpAsync16(SmemAddr(write_slot + r * kSlot + 32 + lane), w[r] + 32, true);
-        if (!SHARED_SCALES || lane < 8) CpAsync16(SmemAddr(write_slot + r * kSlot + 64 + lane), sc[r], true);
+        CpAsync16(dst + r * kSlot * 16, w[r], true);
+        CpAsync16(dst + (r * kSlot + 32) * 16, w[r] + 32, true);
+        if (!SHARED_SCALES || lane < 8) CpAsync16(dst + (r * kSlot + 64) * 16, sc[r], true);
         w[r] += 64;
         sc[r] += 8;
       }
     }
-    ++next;
-    write_slot += kStage;
-    if (write_slot == ring_end) write_slot = ring;
     CpAsyncCommit();
   };
 
 #pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) issue();  // weights do not depend on the previous kernel
+  for (int i = 0; i < STAGES - 1; ++i) issue(beg + i, i * kStage);  // weights do not depend on the previous kernel
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if constexpr (X_DIRECT) {
-    StageXDirect<NT, SHARED_SCALES>(p, x_stage, WARPS * 32);
+    StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32);
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
@@ -546,47 +558,57 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   // The lane's x fragment for (c, q) is chunk 16 c + 4 (q ^ parity) + t of
   // its row in StageX's layout: q = 0 and 2 at x_even (+8 for q = 2), q = 1
   // and 3 at x_odd.
-  const int x_row = g < p.batch ? g : 0;  // rows past the batch are never stored
+  const int x_row = !ONE_ROW && g < p.batch ? g : 0;  // rows past the batch are never stored
   const int x_par = x_row & 1;
   const uint4* x_even = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * x_par + t;
   const uint4* x_odd = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * (x_par ^ 1) + t;
-  // The starting sums of group 4 c + q (MultiplyGroup's FOLD) at sums + q * sum_stride.
+  // The starting sums of group 4 c + q (MultiplyGroup's FOLD) at sums + q *
+  // sum_stride, or one_row_sums[q].
   const bool sum_lane = !SHARED_SCALES || 2 * t < sum_stride;  // columns past the stride start from 0
   const float* sums = group_sums + 4 * beg * sum_stride + 2 * t;
+  const float4* one_row_sums = reinterpret_cast<const float4*>(group_sums) + 4 * beg;
 
   float acc[RT][NT][4];
 #pragma unroll
   for (int r = 0; r < RT; ++r)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
-  const uint4* read_slot = ring;
+  const uint4* ring_lane = ring + lane;
+  int stage = 0;  // stage of super-chunk c, in vectors
+  int last = (STAGES - 1) * kStage;  // the stage read in the previous iteration
   for (int c = beg; c < end; ++c) {
     if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slot issue() refills
-    issue();  // super-chunk c + STAGES - 1
+    issue(c + STAGES - 1, last);
     CpAsyncWait<STAGES - 1>();  // super-chunk c's group has landed
     if constexpr (SHARED_SCALES) __syncwarp();  // ... for every lane: lanes 0..7 copied the scales
     uint4 wv[RT][2], sv[RT];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      wv[r][0] = read_slot[r * kSlot + lane];
-      wv[r][1] = read_slot[r * kSlot + 32 + lane];
-      sv[r] = read_slot[r * kSlot + 64 + (SHARED_SCALES ? g : lane)];
+      wv[r][0] = ring_lane[stage + r * kSlot];
+      wv[r][1] = ring_lane[stage + r * kSlot + 32];
+      sv[r] = ring[stage + r * kSlot + 64 + (SHARED_SCALES ? g : lane)];
     }
-    read_slot += kStage;
-    if (read_slot == ring_end) read_slot = ring;
+    last = stage;
+    stage = stage == (STAGES - 1) * kStage ? 0 : stage + kStage;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 xq[NT] = {(q & 1 ? x_odd : x_even)[q & 2 ? 8 : 0]};
+      const uint4 xq[NT] = {ONE_ROW ? x_even[4 * q] : (q & 1 ? x_odd : x_even)[q & 2 ? 8 : 0]};
       float init[NT][4];
-      float2 v = make_float2(0.0f, 0.0f);
-      if (sum_lane) v = *reinterpret_cast<const float2*>(sums + q * sum_stride);
-      init[0][0] = init[0][2] = v.x;
-      init[0][1] = init[0][3] = v.y;
-      MultiplyGroup<RT, NT, true>(acc, wv, sv, xq, q, init);
+      if constexpr (ONE_ROW) {
+        const float4 v = one_row_sums[q];
+        init[0][0] = v.x, init[0][1] = v.y, init[0][2] = v.z, init[0][3] = v.w;
+      } else {
+        float2 v = make_float2(0.0f, 0.0f);
+        if (sum_lane) v = *reinterpret_cast<const float2*>(sums + q * sum_stride);
+        init[0][0] = init[0][2] = v.x;
+        init[0][1] = init[0][3] = v.y;
+      }
+      MultiplyGroup<RT, NT, true, ONE_ROW>(acc, wv, sv, xq, q, init);
     }
     x_even += 16;
     x_odd += 16;
     sums += 4 * sum_stride;
+    one_row_sums += 4;
   }
   CpAsyncWait<0>();
 
@@ -596,12 +618,15 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
-template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false>
+template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
+          bool ONE_ROW = false>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * W4RingSlotVectors(SHARED_SCALES) * 16;
-  const int64_t staged = SHARED_SCALES ? StagedXBytesCompact(p.batch, p.k) : StagedXBytes(p.batch, p.k, 1);
+  const int64_t staged = ONE_ROW         ? StagedXBytesOneRow(p.k)
+                         : SHARED_SCALES ? StagedXBytesCompact(p.batch, p.k)
+                                         : StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES>;
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES, ONE_ROW>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
@@ -721,11 +746,13 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // up to kMaxStagedXBytes), xa- the same with the weights streamed through
 // a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel), xd-
 // xa- with x staged by plain loads (its X_DIRECT), xc- xd- with each slot's
-// scales held once and the group sums compact (SHARED_SCALES).
+// scales held once and the group sums compact (SHARED_SCALES); b1 in place of
+// n1: batch 1 only (GemvW4AsyncKernel's ONE_ROW).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
   void (*launch)(const GemvW4Params&, cudaStream_t);
+  bool batch1_only = false;
 };
 constexpr Tiling kTilings[] = {
     // Batches 1..8.
@@ -775,6 +802,13 @@ constexpr Tiling kTilings[] = {
     {"xc-n1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true, true>},
     {"xc-n1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true>},
     {"xc-n1-t1s8k4w8", 1, LaunchAsync<1, 8, 4, 8, true, true>},
+    {"xd-b1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true, false, true>, true},
+    {"xd-b1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, false, true>, true},
+    {"xd-b1-t1s6k2", 1, LaunchAsync<1, 6, 2, 4, true, false, true>, true},
+    {"xd-b1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, false, true>, true},
+    {"xc-b1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4, true, true, true>, true},
+    {"xc-b1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, true, true>, true},
+    {"xc-b1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true, true>, true},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
@@ -834,7 +868,7 @@ const char* GemvW4VariantName(int variant) {
 
 bool GemvW4VariantFits(int variant, int batch) {
   return variant >= 0 && variant < kNumTilings && batch >= 1 && batch <= kW4MaxBatch &&
-         kTilings[variant].nt == NtFor(batch);
+         kTilings[variant].nt == NtFor(batch) && (!kTilings[variant].batch1_only || batch == 1);
 }
 
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
