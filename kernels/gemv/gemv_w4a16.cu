@@ -530,17 +530,19 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   // Super-chunk c sits in stage (c - beg) % STAGES, at vector offset
   // `stage` * kStage of the ring; issue() refills the stage read last.
   const uint32_t lane_slot = SmemAddr(ring + lane);  // the lane's codes in stage 0
+  // The sources advance on every call, past the part too (never read there):
+  // an increment under the copies' condition cost register copies per call.
   auto issue = [&](int c, int stage) {  // one commit group per call (empty past the part)
-    if (c < end) {
-      const uint32_t dst = lane_slot + stage * 16;
+    const uint32_t dst = lane_slot + stage * 16;
 #pragma unroll
-      for (int r = 0; r < RT; ++r) {
+    for (int r = 0; r < RT; ++r) {
+      if (c < end) {
         CpAsync16(dst + r * kSlot * 16, w[r], true);
         CpAsync16(dst + (r * kSlot + 32) * 16, w[r] + 32, true);
         if (!SHARED_SCALES || lane < 8) CpAsync16(dst + (r * kSlot + 64) * 16, sc[r], true);
-        w[r] += 64;
-        sc[r] += 8;
       }
+      w[r] += 64;
+      sc[r] += 8;
     }
     CpAsyncCommit();
   };
@@ -809,6 +811,11 @@ constexpr Tiling kTilings[] = {
     {"xc-b1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4, true, true, true>, true},
     {"xc-b1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, true, true>, true},
     {"xc-b1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true, true>, true},
+    {"xd-b1-t2s4k4", 1, LaunchAsync<2, 4, 4, 4, true, false, true>, true},
+    {"xc-b1-t2s3k4", 1, LaunchAsync<2, 3, 4, 4, true, true, true>, true},
+    {"xc-b1-t2s4k4", 1, LaunchAsync<2, 4, 4, 4, true, true, true>, true},
+    {"xc-b1-t2s4k2", 1, LaunchAsync<2, 4, 2, 4, true, true, true>, true},
+    {"xc-b1-t2s4k4w8", 1, LaunchAsync<2, 4, 4, 8, true, true, true>, true},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
