@@ -127,14 +127,16 @@ std::vector<int> BatchesOf(int variant) {
 
 double GeluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
-// gelu: the paired matrix's gelu gate, [batch, n / 2] bf16.
-void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap, bool gelu = false) {
+// gelu: the paired matrix's gelu gate, [batch, n / 2] bf16. x_stddev: x's
+// spread.
+void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap, bool gelu = false,
+               float x_stddev = 1.0f) {
   const Shape& s = m.s;
   SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " group=" << m.group << " batch=" << batch
                                   << " variant=" << kernels::GemvW4VariantName(variant) << " paired=" << m.paired
-                                  << " gelu=" << gelu);
+                                  << " gelu=" << gelu << " x_stddev=" << x_stddev);
   const int width = gelu ? s.n / 2 : s.n;  // output columns
-  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k));
+  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k, 0.0f, x_stddev));
   DeviceArray<__nv_bfloat16> x(xb);
   DeviceArray<float> out32(size_t(batch) * width);
   DeviceArray<__nv_bfloat16> out16(size_t(batch) * width);
@@ -270,6 +272,23 @@ TEST(GemvW4Test, SmallAndOddShapesEveryTilingBothGroups) {
             if (kernels::GemvW4VariantFits(v, b)) CheckGemv(*m, b, v, false, 0.0f);
           }
         }
+      }
+    }
+  }
+}
+
+// x far from unit scale, up to ~10^6 and down to ~10^-6 (beyond f16's range
+// both ways): every batch-1 tiling holds the same tolerance, the staged group
+// sums (-136 * sum(x)) included.
+TEST(GemvW4Test, LargeAndSmallXEveryTiling) {
+  GEMMA_REQUIRE_GPU();
+  for (Shape s : {Shape{256, 1056}, Shape{1024, 5376}}) {
+    auto m = HostMatrix(s, 32);
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+      if (!kernels::GemvW4VariantFits(v, 1)) continue;
+      for (float spread : {2e5f, 1e-6f}) {
+        CheckGemv(*m, 1, v, false, 0.0f, false, spread);
+        CheckGemv(*m, 1, v, true, 0.0f, false, spread);
       }
     }
   }
