@@ -229,7 +229,7 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // registers, in StageX's order. COMPACT: the sums as a float per 32-group
 // and batch row, rows rounded up to even (CompactSumStride). ONE_ROW (batch
 // 1): each group's sum four times, a float4 that is a whole MMA accumulator
-// operand (OneRowSums).
+// operand (GemvW4AsyncKernel's ONE_ROW).
 template <int NT, bool COMPACT = false, bool ONE_ROW = false>
 __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
   constexpr int kItems = 4;
@@ -527,11 +527,13 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
     sc[r] = reinterpret_cast<const uint4*>(p.scales) + (static_cast<size_t>(tile) * supers + beg) * 8 +
             (SHARED_SCALES ? (lane & 7) : g);
   }
-  // Super-chunk c sits in stage (c - beg) % STAGES, at vector offset
-  // `stage` * kStage of the ring; issue() refills the stage read last.
+  // Super-chunk c sits in ring stage (c - beg) % STAGES. A stage is named by
+  // its offset in vectors (a multiple of kStage), and issue() refills the
+  // stage read in the previous iteration.
   const uint32_t lane_slot = SmemAddr(ring + lane);  // the lane's codes in stage 0
   // The sources advance on every call, past the part too (never read there):
-  // an increment under the copies' condition cost register copies per call.
+  // advanced only under the copies' condition, they were copied to other
+  // registers on every call.
   auto issue = [&](int c, int stage) {  // one commit group per call (empty past the part)
     const uint32_t dst = lane_slot + stage * 16;
 #pragma unroll
@@ -576,7 +578,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
   const uint4* ring_lane = ring + lane;
-  int stage = 0;  // stage of super-chunk c, in vectors
+  int stage = 0;  // the stage of super-chunk c
   int last = (STAGES - 1) * kStage;  // the stage read in the previous iteration
   for (int c = beg; c < end; ++c) {
     if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slot issue() refills
