@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <span>
 #include <string>
@@ -70,22 +72,35 @@ inline std::vector<int32_t> GreedyContinuation(Backend& b, const std::vector<int
 }
 
 // Every row of `got` within `tol` of `ref` (relative error) and on its
-// argmax where the reference's margin is >= 0.1; returns the worst error.
+// argmax where the reference's top-2 margin is at least 0.1 and at least six
+// times the row's RMS deviation: a flip needs the deviations of two logits to
+// add up past the margin, and bf16 compute deviates by ~0.05 on logits of
+// ~13 (an H200 flipped a 0.134 margin at a 0.019 row error). Returns the
+// worst error.
 inline double ExpectRowsMatch(const std::vector<float>& got, const std::vector<float>& ref, int vocab, double tol) {
   EXPECT_EQ(got.size(), ref.size());
   double worst = 0;
-  for (size_t r = 0; r < std::min(got.size(), ref.size()) / vocab; ++r) {
+  size_t rows = std::min(got.size(), ref.size()) / vocab, checked = 0;
+  for (size_t r = 0; r < rows; ++r) {
     const float* g = got.data() + r * vocab;
     const float* e = ref.data() + r * vocab;
     const double err = RelErrPtr(g, e, vocab);
     worst = std::max(worst, err);
     EXPECT_LT(err, tol) << "row " << r;
+    double dev2 = 0;
+    for (int i = 0; i < vocab; ++i) dev2 += double(g[i] - e[i]) * double(g[i] - e[i]);
+    const double floor = std::max(0.1, 6.0 * std::sqrt(dev2 / vocab));
     std::vector<float> top(e, e + vocab);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-    if (top[0] - top[1] >= 0.1f) {
-      EXPECT_EQ(std::max_element(g, g + vocab) - g, std::max_element(e, e + vocab) - e) << "row " << r;
+    if (top[0] - top[1] >= floor) {
+      ++checked;
+      const int64_t gi = std::max_element(g, g + vocab) - g, ei = std::max_element(e, e + vocab) - e;
+      EXPECT_EQ(gi, ei) << "row " << r << ": reference margin " << top[0] - top[1] << ", token " << ei
+                        << " reference " << e[ei] << " got " << g[ei] << ", token " << gi << " reference "
+                        << e[gi] << " got " << g[gi] << " (floor " << floor << ")";
     }
   }
+  std::printf("argmax held on %zu of %zu rows\n", checked, rows);
   return worst;
 }
 
