@@ -491,8 +491,11 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // ONE_ROW (batch 1 only, with X_DIRECT): every lane's x row is row 0, each
 // group's sum is staged as a float4 that is the MMA's whole accumulator
 // operand (no register copies), and column 1's partials are not scaled.
+// PAIRS: two super-chunks per commit group, wait and iteration, so the ring's
+// bookkeeping (wait, commit, slot walk, pointer steps, loop test) runs half
+// as often.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
-          bool ONE_ROW = false>
+          bool ONE_ROW = false, bool PAIRS = false>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
@@ -501,6 +504,8 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kSlot = W4RingSlotVectors(SHARED_SCALES);  // 16-byte vectors per (stage, tile)
   constexpr int kStage = RT * kSlot;
+  constexpr int kPer = PAIRS ? 2 : 1;  // super-chunks per commit group and iteration
+  static_assert(STAGES % kPer == 0, "pairs need an even ring");
   __shared__ float partial[KS > 1 ? WARPS : 1][KS > 1 ? RT * NT * 4 : 1][32];
   // [WARPS][STAGES][RT][kSlot]: codes of lanes 0..31 (two vectors each), then
   // the scales (the lanes' or the tile's), then StageX's layout.
@@ -528,8 +533,9 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
             (SHARED_SCALES ? (lane & 7) : g);
   }
   // Super-chunk c sits in ring stage (c - beg) % STAGES. A stage is named by
-  // its offset in vectors (a multiple of kStage), and issue() refills the
-  // stage read in the previous iteration.
+  // its offset in vectors (a multiple of kStage). Each issue() copies kPer
+  // super-chunks as one commit group into the stages read in the previous
+  // iteration.
   const uint32_t lane_slot = SmemAddr(ring + lane);  // the lane's codes in stage 0
   // The sources advance on every call, past the part too (never read there):
   // advanced only under the copies' condition, they were copied to other
@@ -537,20 +543,29 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   auto issue = [&](int c, int stage) {  // one commit group per call (empty past the part)
     const uint32_t dst = lane_slot + stage * 16;
 #pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      if (c < end) {
-        CpAsync16(dst + r * kSlot * 16, w[r], true);
-        CpAsync16(dst + (r * kSlot + 32) * 16, w[r] + 32, true);
-        if (!SHARED_SCALES || lane < 8) CpAsync16(dst + (r * kSlot + 64) * 16, sc[r], true);
+    for (int h = 0; h < kPer; ++h) {
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        if (c + h < end) {
+          const uint32_t d = dst + (h * kStage + r * kSlot) * 16;
+          CpAsync16(d, w[r] + 64 * h, true);
+          CpAsync16(d + 32 * 16, w[r] + 64 * h + 32, true);
+          if (!SHARED_SCALES || lane < 8) CpAsync16(d + 64 * 16, sc[r] + 8 * h, true);
+        }
       }
-      w[r] += 64;
-      sc[r] += 8;
+    }
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      w[r] += 64 * kPer;
+      sc[r] += 8 * kPer;
     }
     CpAsyncCommit();
   };
 
 #pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) issue(beg + i, i * kStage);  // weights do not depend on the previous kernel
+  for (int i = 0; i < STAGES / kPer - 1; ++i) {
+    issue(beg + i * kPer, i * kPer * kStage);  // weights do not depend on the previous kernel
+  }
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if constexpr (X_DIRECT) {
@@ -578,41 +593,53 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][0][i] = 0.0f;
   const uint4* ring_lane = ring + lane;
-  int stage = 0;  // the stage of super-chunk c
-  int last = (STAGES - 1) * kStage;  // the stage read in the previous iteration
-  for (int c = beg; c < end; ++c) {
-    if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slot issue() refills
-    issue(c + STAGES - 1, last);
-    CpAsyncWait<STAGES - 1>();  // super-chunk c's group has landed
-    if constexpr (SHARED_SCALES) __syncwarp();  // ... for every lane: lanes 0..7 copied the scales
+  // Super-chunk c + h of this iteration: its codes and scales at stage + h *
+  // kStage, its x and sums h super-chunks past the pointers.
+  auto consume = [&](int stage, int h) {
     uint4 wv[RT][2], sv[RT];
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      wv[r][0] = ring_lane[stage + r * kSlot];
-      wv[r][1] = ring_lane[stage + r * kSlot + 32];
-      sv[r] = ring[stage + r * kSlot + 64 + (SHARED_SCALES ? g : lane)];
+      wv[r][0] = ring_lane[stage + h * kStage + r * kSlot];
+      wv[r][1] = ring_lane[stage + h * kStage + r * kSlot + 32];
+      sv[r] = ring[stage + h * kStage + r * kSlot + 64 + (SHARED_SCALES ? g : lane)];
     }
-    last = stage;
-    stage = stage == (STAGES - 1) * kStage ? 0 : stage + kStage;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 xq[NT] = {ONE_ROW ? x_even[4 * q] : (q & 1 ? x_odd : x_even)[q & 2 ? 8 : 0]};
+      const uint4 xq[NT] = {ONE_ROW ? x_even[16 * h + 4 * q] : (q & 1 ? x_odd : x_even)[16 * h + (q & 2 ? 8 : 0)]};
       float init[NT][4];
       if constexpr (ONE_ROW) {
-        const float4 v = one_row_sums[q];
+        const float4 v = one_row_sums[4 * h + q];
         init[0][0] = v.x, init[0][1] = v.y, init[0][2] = v.z, init[0][3] = v.w;
       } else {
         float2 v = make_float2(0.0f, 0.0f);
-        if (sum_lane) v = *reinterpret_cast<const float2*>(sums + q * sum_stride);
+        if (sum_lane) v = *reinterpret_cast<const float2*>(sums + (4 * h + q) * sum_stride);
         init[0][0] = init[0][2] = v.x;
         init[0][1] = init[0][3] = v.y;
       }
       MultiplyGroup<RT, NT, true, ONE_ROW>(acc, wv, sv, xq, q, init);
     }
-    x_even += 16;
-    x_odd += 16;
-    sums += 4 * sum_stride;
-    one_row_sums += 4;
+  };
+  int stage = 0;  // the stage of super-chunk c
+  int last = (STAGES - kPer) * kStage;  // the first stage read in the previous iteration
+  int c = beg;
+  for (; c + kPer <= end; c += kPer) {
+    if constexpr (SHARED_SCALES) __syncwarp();  // every lane read the slots issue() refills
+    issue(c + STAGES - kPer, last);
+    CpAsyncWait<STAGES / kPer - 1>();  // the group of super-chunk c has landed
+    if constexpr (SHARED_SCALES) __syncwarp();  // ... for every lane: lanes 0..7 copied the scales
+#pragma unroll
+    for (int h = 0; h < kPer; ++h) consume(stage, h);
+    last = stage;
+    stage = stage == (STAGES - kPer) * kStage ? 0 : stage + kPer * kStage;
+    x_even += 16 * kPer;
+    x_odd += 16 * kPer;
+    sums += 4 * kPer * sum_stride;
+    one_row_sums += 4 * kPer;
+  }
+  if (kPer == 2 && c < end) {  // a last, odd super-chunk: its group was issued in the loop
+    CpAsyncWait<0>();
+    if constexpr (SHARED_SCALES) __syncwarp();
+    consume(stage, 0);
   }
   CpAsyncWait<0>();
 
@@ -623,14 +650,14 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
-          bool ONE_ROW = false>
+          bool ONE_ROW = false, bool PAIRS = false>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * W4RingSlotVectors(SHARED_SCALES) * 16;
   const int64_t staged = ONE_ROW         ? StagedXBytesOneRow(p.k)
                          : SHARED_SCALES ? StagedXBytesCompact(p.batch, p.k)
                                          : StagedXBytes(p.batch, p.k, 1);
   if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES, ONE_ROW>;
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES, ONE_ROW, PAIRS>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
@@ -751,7 +778,8 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // a shared-memory ring of s super-chunks per lane (GemvW4AsyncKernel), xd-
 // xa- with x staged by plain loads (its X_DIRECT), xc- xd- with each slot's
 // scales held once and the group sums compact (SHARED_SCALES); b1 in place of
-// n1: batch 1 only (GemvW4AsyncKernel's ONE_ROW).
+// n1: batch 1 only (GemvW4AsyncKernel's ONE_ROW); xd2-, xc2-: two
+// super-chunks per ring wait (its PAIRS).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
@@ -818,6 +846,13 @@ constexpr Tiling kTilings[] = {
     {"xc-b1-t2s4k4", 1, LaunchAsync<2, 4, 4, 4, true, true, true>, true},
     {"xc-b1-t2s4k2", 1, LaunchAsync<2, 4, 2, 4, true, true, true>, true},
     {"xc-b1-t2s4k4w8", 1, LaunchAsync<2, 4, 4, 8, true, true, true>, true},
+    {"xd2-b1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true, false, true, true>, true},
+    {"xc2-b1-t1s4k4", 1, LaunchAsync<1, 4, 4, 4, true, true, true, true>, true},
+    {"xc2-b1-t1s6k4", 1, LaunchAsync<1, 6, 4, 4, true, true, true, true>, true},
+    {"xc2-b1-t1s8k4", 1, LaunchAsync<1, 8, 4, 4, true, true, true, true>, true},
+    {"xc2-b1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true, true, true>, true},
+    {"xc2-b1-t1s8k4w8", 1, LaunchAsync<1, 8, 4, 8, true, true, true, true>, true},
+    {"xc2-b1-t2s4k4w8", 1, LaunchAsync<2, 4, 4, 8, true, true, true, true>, true},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
