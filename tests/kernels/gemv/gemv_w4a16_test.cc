@@ -366,6 +366,25 @@ TEST(DequantizeW4Test, PairedTilingKeepsTheRowOrder) {
   }
 }
 
+// Host-side only (runs without a GPU): the batch-1 tilings (`-b1-`) serve
+// batch 1 and nothing else, and every batch up to 64 keeps a tiling.
+TEST(GemvW4Tilings, BatchOneTilingsServeOnlyBatchOne) {
+  int batch_one = 0;
+  for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    const std::string name = kernels::GemvW4VariantName(v);
+    if (name.find("-b1-") == std::string::npos) continue;
+    ++batch_one;
+    EXPECT_TRUE(kernels::GemvW4VariantFits(v, 1)) << name;
+    for (int b = 2; b <= kernels::kW4MaxBatch; ++b) EXPECT_FALSE(kernels::GemvW4VariantFits(v, b)) << name << " " << b;
+  }
+  EXPECT_GT(batch_one, 0);
+  for (int b = 1; b <= kernels::kW4MaxBatch; ++b) {
+    int fits = 0;
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) fits += kernels::GemvW4VariantFits(v, b);
+    EXPECT_GT(fits, 0) << "batch " << b;
+  }
+}
+
 TEST(GemvW4Test, RejectsBadArguments) {
   GEMMA_REQUIRE_GPU();
   DeviceArray<uint8_t> w(1024);  // one tile x one super-chunk
