@@ -892,11 +892,12 @@ constexpr int kNumTilings = sizeof(kTilings) / sizeof(kTilings[0]);
 // The n8-tile count a batch runs with.
 int NtFor(int batch) { return batch <= 8 ? 1 : batch <= 16 ? 2 : batch <= 32 ? 4 : 8; }
 
-// Untuned default per width: the first tiling of that width.
+// Untuned default per width: the first tiling of that width that serves
+// every batch of it.
 int DefaultTiling(int batch) {
   const int nt = NtFor(batch);
   for (int v = 0; v < kNumTilings; ++v) {
-    if (kTilings[v].nt == nt) return v;
+    if (kTilings[v].nt == nt && !kTilings[v].batch1_only) return v;
   }
   return 0;
 }

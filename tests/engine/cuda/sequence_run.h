@@ -75,8 +75,8 @@ inline std::vector<int32_t> GreedyContinuation(Backend& b, const std::vector<int
 // argmax where the reference's top-2 margin is at least 0.1 and at least six
 // times the row's RMS deviation: a flip needs the deviations of two logits to
 // add up past the margin, and bf16 compute deviates by ~0.05 on logits of
-// ~13 (an H200 flipped a 0.134 margin at a 0.019 row error). Returns the
-// worst error.
+// ~13 (an H200 flipped a 0.134 margin at a 0.019 row error). At least half
+// the rows must keep the check. Returns the worst error.
 inline double ExpectRowsMatch(const std::vector<float>& got, const std::vector<float>& ref, int vocab, double tol) {
   EXPECT_EQ(got.size(), ref.size());
   double worst = 0;
@@ -89,18 +89,22 @@ inline double ExpectRowsMatch(const std::vector<float>& got, const std::vector<f
     EXPECT_LT(err, tol) << "row " << r;
     double dev2 = 0;
     for (int i = 0; i < vocab; ++i) dev2 += double(g[i] - e[i]) * double(g[i] - e[i]);
-    const double floor = std::max(0.1, 6.0 * std::sqrt(dev2 / vocab));
+    const double margin_floor = std::max(0.1, 6.0 * std::sqrt(dev2 / vocab));
     std::vector<float> top(e, e + vocab);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
-    if (top[0] - top[1] >= floor) {
+    if (top[0] - top[1] >= margin_floor) {
       ++checked;
       const int64_t gi = std::max_element(g, g + vocab) - g, ei = std::max_element(e, e + vocab) - e;
       EXPECT_EQ(gi, ei) << "row " << r << ": reference margin " << top[0] - top[1] << ", token " << ei
                         << " reference " << e[ei] << " got " << g[ei] << ", token " << gi << " reference "
-                        << e[gi] << " got " << g[gi] << " (floor " << floor << ")";
+                        << e[gi] << " got " << g[gi] << " (floor " << margin_floor << ")";
     }
   }
   std::printf("argmax held on %zu of %zu rows\n", checked, rows);
+  // Most rows keep the check (87 % of the long-context rows and at least 42
+  // of 48 head-dim rows when measured): deviations large enough to lift the
+  // floor over most margins would make it say nothing.
+  EXPECT_GE(2 * checked, rows) << "the argmax check covered too few rows";
   return worst;
 }
 
