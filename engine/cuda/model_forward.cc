@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/cuda/linear/switches.h"
 #include "kernels/attention/attention.h"
+#include "kernels/attention/decode_fused.h"
 #include "kernels/attention/kv_expand.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/norm/residual_norm.h"
@@ -265,8 +266,6 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   rp.rope_pairs = s.rope_pairs;
   rp.rope_theta = s.rope_theta;
   rp.eps = c.rms_norm_eps;
-  if (!omit_.qkv_rope) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
-
   kernels::AttentionParams ap;
   ap.q = q_.get<__nv_bfloat16>();
   ap.out = attn_.get<__nv_bfloat16>();
@@ -289,6 +288,12 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.table_offsets = meta(s.is_global() ? layout_.global_table_offsets : layout_.sliding_table_offsets);
   ap.block_size = cache_->block_size();
   ap.num_blocks = kv.num_blocks;
+  if (shape.max_q_len == 1 && !omit_.qkv_rope && tuner_ != nullptr && tuner_->switches().fused_decode &&
+      kernels::FusedDecodeRefusal(rp, ap).empty()) {
+    return KernelStatus(kernels::LaunchFusedDecode(
+        rp, ap, kernels::FusedDecodeSplits(shape.num_seqs, s.num_kv_heads, num_sms_), stream));
+  }
+  if (!omit_.qkv_rope) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
   if (shape.max_q_len == 1) {
     if (KeysFromValues(s)) {
       ap.keys_from_values = weights_->layers()[l].k_norm;

@@ -5,6 +5,7 @@
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/rope/norm_rope_head.cuh"
 
 namespace gemma::kernels {
 namespace {
@@ -14,40 +15,17 @@ constexpr int kMaxHeadDim = 512;
 
 enum class Part { kQuery, kKey, kValue };
 
-// One warp normalizes (and for q/k rotates) one head vector of D values,
-// staged in shared memory so each lane can read its rotation partner.
-// `cos_t`/`sin_t` hold the token's rope_pairs angles (computed once per block:
-// sincosf of large angles takes the slow range-reduction path).
-// dst: bf16, or E4M3 codes (unit scale, saturating) when fp8.
-__device__ void NormRopeHead(const __nv_bfloat16* src, void* dst, bool fp8, const float* weight,
-                             bool rotate, const QkvRopeParams& p, float* buf, const float* cos_t,
-                             const float* sin_t) {
-  const int lane = threadIdx.x & 31;
-  const int d = p.head_dim;
-  float ss = 0.0f;
-  for (int i = lane; i < d; i += 32) {
-    const float x = __bfloat162float(src[i]);
-    buf[i] = x;
-    ss += x * x;
-  }
-  const float r = rsqrtf(WarpSum(ss) / d + p.eps);
-  for (int i = lane; i < d; i += 32) buf[i] = buf[i] * r * (weight ? weight[i] : 1.0f);
-  __syncwarp();
-  const int half = d / 2;
-  for (int i = lane; i < d; i += 32) {
-    float out = buf[i];
-    const int k = i < half ? i : i - half;
-    if (rotate && k < p.rope_pairs) {
-      const float c = cos_t[k], s = sin_t[k];
-      out = i < half ? buf[i] * c - buf[i + half] * s : buf[i] * c + buf[i - half] * s;
-    }
+// One warp normalizes (and for q/k rotates) one head vector of D values
+// (NormRopeHead); dst: bf16, or E4M3 codes (unit scale, saturating) when fp8.
+__device__ void NormRopeHeadTo(const __nv_bfloat16* src, void* dst, bool fp8, const float* weight, bool rotate,
+                               const QkvRopeParams& p, float* buf, const float* cos_t, const float* sin_t) {
+  NormRopeHead(src, p.head_dim, p.eps, weight, rotate, p.rope_pairs, cos_t, sin_t, buf, [&](int i, float out) {
     if (fp8) {
       static_cast<__nv_fp8_e4m3*>(dst)[i] = __nv_fp8_e4m3(out);
     } else {
       static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16(out);
     }
-  }
-  __syncwarp();  // buf is reused by this warp's next head
+  });
 }
 
 // Element `index` of a cache of bf16 or E4M3 elements.
@@ -74,10 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   }
   const size_t cache_row = static_cast<size_t>(row_index < 0 ? 0 : row_index) * p.num_kv_heads * d;
 
-  for (int k = threadIdx.x; k < p.rope_pairs; k += blockDim.x) {
-    const float inv_freq = powf(p.rope_theta, -2.0f * k / d);
-    sincosf(static_cast<float>(pos) * inv_freq, &sin_t[k], &cos_t[k]);
-  }
+  RopeAngles(pos, p.rope_pairs, p.rope_theta, d, threadIdx.x, blockDim.x, cos_t, sin_t);
   __syncthreads();
   // Launched with PDL: positions, rows and the angles above depend only on
   // the step's metadata (copied before its first kernel), so they overlap
@@ -89,16 +64,16 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   const bool write_kv = row_index >= 0;
   if (job < total && (job < p.num_heads || write_kv)) {
     if (job < p.num_heads) {
-      NormRopeHead(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d, false,
+      NormRopeHeadTo(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d, false,
                    p.q_norm, true, p, bufs[warp], cos_t, sin_t);
     } else if (job < p.num_heads + p.num_kv_heads) {
       const int j = job - p.num_heads;
-      NormRopeHead(row + (p.num_heads + j) * d, CacheAt(p.k_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8,
+      NormRopeHeadTo(row + (p.num_heads + j) * d, CacheAt(p.k_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8,
                    p.k_norm, true, p, bufs[warp], cos_t, sin_t);
     } else {
       const int j = job - p.num_heads - p.num_kv_heads;
       const int src_head = p.k_eq_v ? p.num_heads + j : p.num_heads + p.num_kv_heads + j;
-      NormRopeHead(row + src_head * d, CacheAt(p.v_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8, nullptr,
+      NormRopeHeadTo(row + src_head * d, CacheAt(p.v_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8, nullptr,
                    false, p, bufs[warp], cos_t, sin_t);
     }
   }

@@ -99,9 +99,12 @@ void WriteCheckpoint(const std::string& dir, int sliding_head_dim, int global_he
     blobs.push_back(Bf16Blob(L + "self_attn.k_proj.weight", {nkv * D, H}, rng, w_std));
     if (!s.k_eq_v) blobs.push_back(Bf16Blob(L + "self_attn.v_proj.weight", {nkv * D, H}, rng, w_std));
     blobs.push_back(Bf16Blob(L + "self_attn.o_proj.weight", {H, nq * D}, rng, 1.f / std::sqrt(float(nq * D))));
-    // Query / key norms below 1 keep the softmax from being one-hot.
-    blobs.push_back(Bf16Blob(L + "self_attn.q_norm.weight", {D}, rng, 0.1f, 0.7f));
-    blobs.push_back(Bf16Blob(L + "self_attn.k_norm.weight", {D}, rng, 0.1f, 0.7f));
+    // Query / key norms below 1 keep the softmax from being one-hot; above
+    // 64 dims (the scale is 1, so scores grow as sqrt(D)) they shrink as
+    // sqrt(64 / D).
+    const float qk = 0.7f * std::min(1.0f, std::sqrt(64.0f / float(D)));
+    blobs.push_back(Bf16Blob(L + "self_attn.q_norm.weight", {D}, rng, qk / 7.f, qk));
+    blobs.push_back(Bf16Blob(L + "self_attn.k_norm.weight", {D}, rng, qk / 7.f, qk));
   }
   test::WriteFile(dir + "/model.safetensors", test::EncodeSafetensors(blobs));
 }
@@ -180,6 +183,13 @@ TEST(CudaHeadDimParity, SlidingHeadDim48Global16) {
 TEST(CudaHeadDimParity, NativeHeadDims32And64) {
   GEMMA_REQUIRE_GPU();
   CheckParity(32, 64);
+}
+
+// The 31B's head_dims (its sliding layers' decode steps run the fused
+// decode kernel over a bf16 cache, kernels/attention/decode_fused.h).
+TEST(CudaHeadDimParity, The31BHeadDims256And512) {
+  GEMMA_REQUIRE_GPU();
+  CheckParity(256, 512);
 }
 
 // No GPU needed: the random checkpoints load and the CPU reference runs
