@@ -27,6 +27,8 @@ __device__ __forceinline__ void RopeAngles(int pos, int rope_pairs, float rope_t
 // the angles of pair k < rope_pairs; other dims pass unchanged. buf: d floats
 // of the warp's own shared memory (each lane reads its rotation partner
 // there). store(i, value) receives every output element once, in fp32.
+// Every rounding step is spelled out (no contraction left to the compiler),
+// so the two kernels' inlined copies give the same bits.
 template <class Store>
 __device__ __forceinline__ void NormRopeHead(const __nv_bfloat16* src, int d, float eps, const float* weight,
                                              bool rotate, int rope_pairs, const float* cos_t, const float* sin_t,
@@ -36,10 +38,10 @@ __device__ __forceinline__ void NormRopeHead(const __nv_bfloat16* src, int d, fl
   for (int i = lane; i < d; i += 32) {
     const float x = __bfloat162float(src[i]);
     buf[i] = x;
-    ss += x * x;
+    ss = __fmaf_rn(x, x, ss);
   }
-  const float r = rsqrtf(WarpSum(ss) / d + eps);
-  for (int i = lane; i < d; i += 32) buf[i] = buf[i] * r * (weight ? weight[i] : 1.0f);
+  const float r = rsqrtf(__fadd_rn(__fdiv_rn(WarpSum(ss), static_cast<float>(d)), eps));
+  for (int i = lane; i < d; i += 32) buf[i] = __fmul_rn(__fmul_rn(buf[i], r), weight ? weight[i] : 1.0f);
   __syncwarp();
   const int half = d / 2;
   for (int i = lane; i < d; i += 32) {
@@ -47,7 +49,8 @@ __device__ __forceinline__ void NormRopeHead(const __nv_bfloat16* src, int d, fl
     const int k = i < half ? i : i - half;
     if (rotate && k < rope_pairs) {
       const float c = cos_t[k], s = sin_t[k];
-      out = i < half ? buf[i] * c - buf[i + half] * s : buf[i] * c + buf[i - half] * s;
+      out = i < half ? __fmaf_rn(buf[i], c, -__fmul_rn(buf[i + half], s))
+                     : __fmaf_rn(buf[i], c, __fmul_rn(buf[i - half], s));
     }
     store(i, out);
   }
