@@ -346,6 +346,9 @@ std::string FusedDecodeRefusal(const QkvRopeParams& rope, const AttentionParams&
     return "a slot cache (serves paged)";
   if (attn.max_q_len != 1) return "max_q_len " + std::to_string(attn.max_q_len) + " (serves 1)";
   if (!attn.length_aware) return "a length-unaware sweep";
+  if (attn.window <= 0 || attn.window > kFusedDecodeMaxWindow)
+    return "window " + std::to_string(attn.window) + " (serves sliding windows of 1.." +
+           std::to_string(kFusedDecodeMaxWindow) + ")";
   if (attn.keys_from_values != nullptr) return "keys from values";
   if (attn.num_heads != rope.num_heads || attn.num_kv_heads != rope.num_kv_heads)
     return "head counts that differ between QKV-RoPE and attention";

@@ -31,14 +31,17 @@ namespace gemma::kernels {
 // Why the fused kernel cannot serve this decode step ("" when it can):
 // `rope` and `attn` as the separate launches would take them, with every
 // sequence's query length 1 (max_q_len 1). It serves head_dim 256 over a
-// paged bf16 cache, K and V from separate projections, GQA groups of up to 8
-// query heads, and up to kFusedDecodeMaxSeqs sequences: int4 31B on an
+// paged bf16 cache, sliding windows of up to kFusedDecodeMaxWindow keys (a
+// block sweeps window / splits keys, one chunk per warp at a time: a global
+// layer's keys would grow with the context), GQA groups of up to 8 query
+// heads, and up to kFusedDecodeMaxSeqs sequences: int4 31B on an
 // H100, gemma-bench --batches, ms a step at contexts 1 024 / 8 192, three
 // kernels -> fused: batch 1 8.22 -> 7.97 / 8.35 -> 8.11, batch 2 9.25 ->
 // 8.91 / 9.62 -> 9.30, batch 4 10.41 -> 10.64 / 11.15 -> 11.35 (a block then
 // sweeps a quarter of a window, one chunk per warp at a time), batch 8
 // 13.21 -> 13.47.
 inline constexpr int kFusedDecodeMaxSeqs = 2;
+inline constexpr int kFusedDecodeMaxWindow = 4096;
 std::string FusedDecodeRefusal(const QkvRopeParams& rope, const AttentionParams& attn);
 
 // Splits per (KV head, sequence): the cluster size, fixed by the batch

@@ -307,7 +307,7 @@ TEST_F(DecodeFusedTest, PaddingSequencesAndOtherGroups) {
   Check({.lens = {0, 40}, .seed = 10}, {8});
   Check({.num_heads = 12, .num_kv_heads = 4, .window = 64, .lens = {200, 64}, .seed = 6}, {1, 5});
   Check({.num_heads = 12, .num_kv_heads = 4, .window = 64, .lens = {65}, .seed = 11}, {2});
-  Check({.num_heads = 8, .num_kv_heads = 1, .window = 0, .lens = {2000}, .seed = 7}, {8});
+  Check({.num_heads = 8, .num_kv_heads = 1, .window = 4096, .lens = {5000}, .seed = 7}, {8});
   Check({.num_heads = 8, .num_kv_heads = 4, .window = 128, .k_eq_v = true, .lens = {300, 129}, .seed = 8}, {4});
 }
 
@@ -365,7 +365,7 @@ TEST(DecodeFusedRefusal, NamesWhatItDoesNotServe) {
   AttentionParams a;
   a.out = reinterpret_cast<__nv_bfloat16*>(buf);
   a.k_cache = a.v_cache = buf;
-  a.num_heads = 32, a.num_kv_heads = 16, a.head_dim = 256, a.num_seqs = 1, a.max_q_len = 1;
+  a.num_heads = 32, a.num_kv_heads = 16, a.head_dim = 256, a.num_seqs = 1, a.max_q_len = 1, a.window = 1024;
   a.q_offsets = a.q_pos0 = a.block_tables = a.table_offsets = ints;
   a.block_size = 16;
   EXPECT_EQ(FusedDecodeRefusal(rope, a), "");
@@ -385,6 +385,9 @@ TEST(DecodeFusedRefusal, NamesWhatItDoesNotServe) {
   refused([](QkvRopeParams&, AttentionParams& x) { x.num_seqs = kFusedDecodeMaxSeqs + 1; },
           std::to_string(kFusedDecodeMaxSeqs + 1) + " sequences");
   refused([](QkvRopeParams&, AttentionParams& x) { x.block_size = 12; }, "block_size 12");
+  refused([](QkvRopeParams&, AttentionParams& x) { x.window = 0; }, "window 0");
+  refused([](QkvRopeParams&, AttentionParams& x) { x.window = kFusedDecodeMaxWindow + 1; },
+          "window " + std::to_string(kFusedDecodeMaxWindow + 1));
   refused([](QkvRopeParams&, AttentionParams& x) { x.keys_from_values = reinterpret_cast<const float*>(buf); },
           "keys from values");
   EXPECT_NE(LaunchFusedDecode(rope, a, 9, nullptr).find("num_splits must be in [1, 8], got 9"), std::string::npos);
