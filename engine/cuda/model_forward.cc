@@ -288,10 +288,16 @@ absl::Status ModelForward::EnqueueAttention(int l, const PassShape& shape, cudaS
   ap.table_offsets = meta(s.is_global() ? layout_.global_table_offsets : layout_.sliding_table_offsets);
   ap.block_size = cache_->block_size();
   ap.num_blocks = kv.num_blocks;
+  // The fused decode kernel where it serves the step, unless a decode build or
+  // split count was forced (GEMMA_DECODE_ATTENTION, decode_splits): those
+  // A/B runs mean the split kernel.
   if (shape.max_q_len == 1 && !omit_.qkv_rope && tuner_ != nullptr && tuner_->switches().fused_decode &&
+      decode_splits_ <= 0 && DecodeVariant(s.head_dim, cache_->fp8()) < 0 &&
       kernels::FusedDecodeRefusal(rp, ap).empty()) {
-    return KernelStatus(kernels::LaunchFusedDecode(
-        rp, ap, kernels::FusedDecodeSplits(shape.num_seqs, s.num_kv_heads, num_sms_), stream));
+    const int splits = kernels::FusedDecodeSplits(shape.num_seqs, s.num_kv_heads, num_sms_);
+    if (kernels::FusedDecodeClustersFit(splits)) {
+      return KernelStatus(kernels::LaunchFusedDecode(rp, ap, splits, stream));
+    }
   }
   if (!omit_.qkv_rope) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchQkvRope(rp, stream));
   if (shape.max_q_len == 1) {

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/attention/decode_fused.h"
 #include "kernels/common/launch.h"
@@ -352,10 +355,10 @@ std::string FusedDecodeRefusal(const QkvRopeParams& rope, const AttentionParams&
   if (attn.keys_from_values != nullptr) return "keys from values";
   if (attn.num_heads != rope.num_heads || attn.num_kv_heads != rope.num_kv_heads)
     return "head counts that differ between QKV-RoPE and attention";
-  if (attn.num_kv_heads <= 0 || attn.num_heads % attn.num_kv_heads != 0 ||
+  if (attn.num_heads <= 0 || attn.num_kv_heads <= 0 || attn.num_heads % attn.num_kv_heads != 0 ||
       attn.num_heads / attn.num_kv_heads > kMaxGroup)
-    return "GQA group " + std::to_string(attn.num_kv_heads > 0 ? attn.num_heads / attn.num_kv_heads : 0) +
-           " (serves 1..8)";
+    return std::to_string(attn.num_heads) + " query heads over " + std::to_string(attn.num_kv_heads) +
+           " KV heads (serves GQA groups of 1..8)";
   if (attn.num_seqs < 1 || attn.num_seqs > kFusedDecodeMaxSeqs)
     return std::to_string(attn.num_seqs) + " sequences (serves 1.." + std::to_string(kFusedDecodeMaxSeqs) + ")";
   if (attn.block_size <= 0 || (attn.block_size & (attn.block_size - 1)) != 0)
@@ -364,7 +367,39 @@ std::string FusedDecodeRefusal(const QkvRopeParams& rope, const AttentionParams&
   if (!rope.qkv || !rope.q_norm || !rope.k_norm || !attn.out || !attn.k_cache || !attn.v_cache || !attn.q_offsets ||
       !attn.q_pos0)
     return "a null pointer";
+  if (rope.k_cache != attn.k_cache || rope.v_cache != attn.v_cache) return "QKV-RoPE and attention on different caches";
+  if (reinterpret_cast<uintptr_t>(attn.k_cache) % 16 != 0 || reinterpret_cast<uintptr_t>(attn.v_cache) % 16 != 0)
+    return "caches not 16-byte aligned";
   return "";
+}
+
+bool FusedDecodeClustersFit(int num_splits) {
+  if (num_splits < 1 || num_splits > kMaxSplits) return false;
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, bool> fits;  // (device, splits)
+  const std::pair<int, int> key{CurrentDevice(), num_splits};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = fits.find(key); it != fits.end()) return it->second;
+  constexpr int kSmem = static_cast<int>(sizeof(Smem));
+  bool ok = SetSmemLimitOnThisDevice<FusedDecodeKernel>(kSmem) == cudaSuccess;
+  if (ok) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, num_splits, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = num_splits;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    ok = cudaOccupancyMaxActiveClusters(&clusters, FusedDecodeKernel, &cfg) == cudaSuccess && clusters > 0;
+    if (!ok) cudaGetLastError();
+  }
+  fits.emplace(key, ok);
+  return ok;
 }
 
 int FusedDecodeSplits(int num_seqs, int num_kv_heads, int num_sms) {

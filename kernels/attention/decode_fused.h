@@ -47,9 +47,15 @@ std::string FusedDecodeRefusal(const QkvRopeParams& rope, const AttentionParams&
 // Splits per (KV head, sequence): the cluster size, fixed by the batch
 // (fills num_sms multiprocessors at one block each; 1..8).
 int FusedDecodeSplits(int num_seqs, int num_kv_heads, int num_sms);
+// Whether this device can run a cluster of num_splits of its blocks (a GPU
+// partitioned so that no cluster fits runs the three kernels instead).
+// Asked once per device and split count.
+bool FusedDecodeClustersFit(int num_splits);
 
 // The fused step: q, the newest K / V rows (written to the cache at
 // rope.kv_rows) and attn.out. attn.q is not read; rope.q_out is not written.
+// A token's position is its sequence's attn.q_pos0 (rope.positions is not
+// read: a decode step's are the same).
 std::string LaunchFusedDecode(const QkvRopeParams& rope, const AttentionParams& attn, int num_splits,
                               cudaStream_t stream);
 

@@ -15,7 +15,7 @@
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
-#      @512 and @8K (and twice more each with GEMMA_NORM_EARLY_LAUNCH=0 and the default), @512
+#      @512 and @8K (and twice more each with GEMMA_FUSED_DECODE=0 and the default), @512
 #      with each kind of launch left out (--omit, timing only); then batched decode at
 #      64 sequences x 2048 with the fp8 KV cache
 #      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
@@ -38,11 +38,11 @@ cmd_int4() {
   run gpu_int4_quality_test 120 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
   GEMMA_BENCH_ALL_TILINGS=1 GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
-  # The residual norms launching the next GEMV after their wait (GEMMA_NORM_EARLY_LAUNCH=0; before it by
-  # default), alternated with the default.
+  # The sliding layers' three decode kernels (QKV-RoPE, split attention, merge) instead of the fused
+  # one (GEMMA_FUSED_DECODE=0), alternated with the default.
   local i
   for i in 1 2; do
-    GEMMA_NORM_EARLY_LAUNCH=0 run "bench_int4_norm_late_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+    GEMMA_FUSED_DECODE=0 run "bench_int4_unfused_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
     run "bench_int4_default_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
   done
   # What each kind of launch costs inside the decode graph at batch 1 (timing only: outputs wrong).
