@@ -1,5 +1,7 @@
 // The fused decode step (decode_fused.h): QK norms, RoPE, the newest K / V
 // rows, split attention and the split merge in one kernel.
+#include "kernels/attention/decode_fused.h"
+
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
@@ -10,7 +12,6 @@
 #include <mutex>
 #include <utility>
 
-#include "kernels/attention/decode_fused.h"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
@@ -40,11 +41,11 @@ static_assert(kPartFloats * 4 <= kSlotBytes, "a warp's partial fits its ring");
 // One chunk in flight per warp: at the 31B's window and 8 splits a warp
 // sweeps at most two, and a smaller block becomes resident beside the QKV
 // projection's blocks sooner (with two slots, 141 KB a block, the step was
-// slower than with the three kernels; with one, 0.4 ms a token faster on
-// an H100).
+// slower than with the three kernels; with one, 0.2-0.4 ms a token faster
+// on an H100).
 struct Smem {
-  unsigned char ring[kWarps][kSlotBytes];  // chunk j's unit u of key r at (r *
-                                           // kUnits + (u ^ (r & 7))) * 16
+  // A warp's chunk: unit u (16 bytes) of key r at (r * kUnits + (u ^ (r & 7))) * 16.
+  unsigned char ring[kWarps][kSlotBytes];
   struct Prep {
     __nv_bfloat16 q[kMaxGroup][kD];      // the group's normed, rotated queries
     uint4 new_k[kUnits], new_v[kUnits];  // the newest position's K and V rows
@@ -53,8 +54,7 @@ struct Smem {
   };
   union {
     Prep prep;
-    float block_part[kPartFloats];  // after the sweep: the block's partial (its
-                                    // warps' merged)
+    float block_part[kPartFloats];  // after the sweep: the block's partial (its warps' merged)
   };
 };
 
@@ -144,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
   const int kv_row = has_newest ? p.kv_rows[token] : -1;
   __syncthreads();          // the angles
   WaitForPreviousKernel();  // the QKV projection's output
-  AllowDependentLaunch();   // the output projection may launch and prefetch its
-                            // weights
+  // The output projection may launch now and prefetch its weights.
+  AllowDependentLaunch();
 
   // The group's queries; in the block holding the newest position also its
   // K (normed, rotated) and V (rms0) rows: to the cache, and staged for the
