@@ -12,6 +12,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/attention/tile_layout.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
@@ -32,11 +33,12 @@ constexpr int kMaxSplits = 8;                 // the portable cluster size
 constexpr int kUnits = kD / 8;                // 16-byte units per K / V row
 constexpr int kChunkBytes = kChunk * kD * 2;  // K (or V) of one chunk
 constexpr int kSlotBytes = 2 * kChunkBytes;   // K, then V
-// A partial (a warp's, over its ring once its sweep is done; the block's):
+// A partial (a warp's, over its chunk buffer once its sweep is done; the
+// block's):
 // the unnormalized output [head][dim], then each head's max (log2 units)
 // and sum.
 constexpr int kPartMax = kMaxGroup * kD, kPartSum = kPartMax + kMaxGroup, kPartFloats = kPartSum + kMaxGroup;
-static_assert(kPartFloats * 4 <= kSlotBytes, "a warp's partial fits its ring");
+static_assert(kPartFloats * 4 <= kSlotBytes, "a warp's partial fits its chunk buffer");
 
 // One chunk in flight per warp: at the 31B's window and 8 splits a warp
 // sweeps at most two, and a smaller block becomes resident beside the QKV
@@ -45,7 +47,7 @@ static_assert(kPartFloats * 4 <= kSlotBytes, "a warp's partial fits its ring");
 // on an H100).
 struct Smem {
   // A warp's chunk: unit u (16 bytes) of key r at (r * kUnits + (u ^ (r & 7))) * 16.
-  unsigned char ring[kWarps][kSlotBytes];
+  unsigned char chunk[kWarps][kSlotBytes];
   struct Prep {
     __nv_bfloat16 q[kMaxGroup][kD];      // the group's normed, rotated queries
     uint4 new_k[kUnits], new_v[kUnits];  // the newest position's K and V rows
@@ -79,19 +81,7 @@ struct FusedParams {
   float scale_log2;
 };
 
-__device__ __forceinline__ uint32_t TransposeBf16x8x8(uint32_t a) {
-  uint32_t d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_constant__ FusedParams p) {
-  constexpr int kSlots = 1;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const cg::cluster_group cluster = cg::this_cluster();
@@ -114,17 +104,17 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
   const int* table = p.block_tables + (live ? p.table_offsets[seq] : 0);
   const int block_mask = (1 << p.block_shift) - 1;
   const size_t row_elems = static_cast<size_t>(p.num_kv_heads) * kD;
-  const uint32_t ring = SmemAddr(s.ring[warp]);
+  const uint32_t chunk_s = SmemAddr(s.chunk[warp]);
 
-  // The warp's i-th chunk into `slot`: keys past the sequence as zeros (their
-  // scores are masked, and 0 * V must stay 0); the newest position is left
-  // to the patch from new_k / new_v (this kernel makes it).
-  auto load_chunk = [&](int i, int slot) {
+  // The warp's i-th chunk into its chunk buffer: keys past the sequence as zeros
+  // (their scores are masked, and 0 * V must stay 0); the newest position is
+  // left to the patch from new_k / new_v (this kernel makes it).
+  auto load_chunk = [&](int i) {
     const int u0 = lo + (c_begin + warp + kWarps * i) * kChunk;
     int row = -1;
     if (const int u = u0 + (lane & 15); u < hi && u != pos)
       row = (table[u >> p.block_shift] << p.block_shift) | (u & block_mask);
-    const uint32_t k_dst = ring + slot * kSlotBytes, v_dst = k_dst + kChunkBytes;
+    const uint32_t k_dst = chunk_s, v_dst = chunk_s + kChunkBytes;
 #pragma unroll 4
     for (int j = 0; j < kChunk; ++j) {
       const int r = __shfl_sync(0xffffffffu, row, j);
@@ -135,11 +125,8 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
       CpAsync16(v_dst + dst, p.v_cache + src, r >= 0);
     }
   };
-#pragma unroll
-  for (int i = 0; i < kSlots; ++i) {
-    if (i < my_chunks) load_chunk(i, i);
-    CpAsyncCommit();
-  }
+  if (my_chunks > 0) load_chunk(0);
+  CpAsyncCommit();
   RopeAngles(pos, p.rope_pairs, p.rope_theta, kD, tid, kThreads, s.prep.cos_t, s.prep.sin_t);
   const int kv_row = has_newest ? p.kv_rows[token] : -1;
   __syncthreads();          // the angles
@@ -194,14 +181,13 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
   const int v_key = (lane & 7) + ((lane >> 4) << 3);  // ldmatrix.trans row of V
   const int v_half = (lane >> 3) & 1;
   for (int i = 0; i < my_chunks; ++i) {
-    const int slot = i % kSlots;
-    CpAsyncWait<kSlots - 1>();  // chunk i has landed (one group per chunk, in order)
+    CpAsyncWait<0>();  // chunk i has landed
     __syncwarp();
     const int u0 = lo + (c_begin + warp + kWarps * i) * kChunk;
-    const uint32_t k_s = ring + slot * kSlotBytes, v_s = k_s + kChunkBytes;
+    const uint32_t k_s = chunk_s, v_s = chunk_s + kChunkBytes;
     if (u0 <= pos && pos < u0 + kChunk) {
       const int j = pos - u0;
-      unsigned char* slot_ptr = s.ring[warp] + slot * kSlotBytes + (j * kUnits + (lane ^ (j & 7))) * 16;
+      unsigned char* slot_ptr = s.chunk[warp] + (j * kUnits + (lane ^ (j & 7))) * 16;
       *reinterpret_cast<uint4*>(slot_ptr) = s.prep.new_k[lane];
       *reinterpret_cast<uint4*>(slot_ptr + kChunkBytes) = s.prep.new_v[lane];
       __syncwarp();
@@ -242,16 +228,16 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
     }
     // P^T as B fragments: the score fragment transposed (keys 2t, 2t + 1 and
     // 2t + 8, 2t + 9 of head g).
-    const uint32_t b0 = TransposeBf16x8x8(PackBf16x2(pr[0], pr[1]));
-    const uint32_t b1 = TransposeBf16x8x8(PackBf16x2(pr[2], pr[3]));
+    const uint32_t b0 = attention::Movmatrix8x8Trans(attention::PackBf16(pr[0], pr[1]));
+    const uint32_t b1 = attention::Movmatrix8x8Trans(attention::PackBf16(pr[2], pr[3]));
 #pragma unroll
     for (int m = 0; m < kD / 16; ++m) {
       uint32_t a[4];
       LdMatrixX4Trans(v_s + (v_key * kUnits + ((2 * m + v_half) ^ (v_key & 7))) * 16, a);
       MmaBf16(acc[m], a[0], a[1], a[2], a[3], b0, b1);
     }
-    __syncwarp();  // every lane is done with the slot
-    if (i + kSlots < my_chunks) load_chunk(i + kSlots, slot);
+    __syncwarp();  // every lane is done with the chunk buffer
+    if (i + 1 < my_chunks) load_chunk(i + 1);
     CpAsyncCommit();
   }
   CpAsyncWait<0>();
@@ -262,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
     l_run[e] += __shfl_xor_sync(0xffffffffu, l_run[e], 16);
   }
   __syncwarp();
-  float* part = reinterpret_cast<float*>(s.ring[warp]);
+  float* part = reinterpret_cast<float*>(s.chunk[warp]);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int h = 2 * t + e;
@@ -285,14 +271,14 @@ __global__ void __launch_bounds__(kThreads, 1) FusedDecodeKernel(const __grid_co
     float mw[kWarps], m_all = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      mw[w] = reinterpret_cast<const float*>(s.ring[w])[kPartMax + h];
+      mw[w] = reinterpret_cast<const float*>(s.chunk[w])[kPartMax + h];
       m_all = fmaxf(m_all, mw[w]);
     }
     float a = 0.f, l = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       if (mw[w] == -INFINITY) continue;  // no keys
-      const float* wp = reinterpret_cast<const float*>(s.ring[w]);
+      const float* wp = reinterpret_cast<const float*>(s.chunk[w]);
       const float weight = exp2f(mw[w] - m_all);
       a += weight * wp[h * kD + d];
       l += weight * wp[kPartSum + h];

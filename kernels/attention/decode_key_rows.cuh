@@ -50,12 +50,6 @@ namespace gemma::kernels::attention {
 // Rows of the n8 tile: the heads of a KV group the kernel serves at most.
 inline constexpr int kKeyRowsMaxGroup = 8;
 
-__device__ __forceinline__ uint32_t Movmatrix8x8Trans(uint32_t v) {
-  uint32_t r;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(v));
-  return r;
-}
-
 
 // Named barrier 1 + pair among that warp pair's 64 threads. Literal ids, so
 // the kernel holds only the barriers it uses (a register id reserves all 16).

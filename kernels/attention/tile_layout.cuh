@@ -84,6 +84,14 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// An 8x8 matrix of 16-bit values held as MMA fragments (lane g * 4 + t: row
+// g, columns 2t and 2t + 1), transposed across the warp.
+__device__ __forceinline__ uint32_t Movmatrix8x8Trans(uint32_t v) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 // The largest GQA group a keys-from-values build serves. The tile build's
 // m16 tile holds the group's heads in rows 0-7 and the second bf16 terms of
 // kv_weight * Q in rows 8-15 (tile_kernel.cuh); the key-rows build's MMA

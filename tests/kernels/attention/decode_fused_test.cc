@@ -52,6 +52,12 @@ std::vector<T> Download(const DeviceBuffer& b) {
   return v;
 }
 
+std::vector<float> ToFloats(const std::vector<uint16_t>& bits) {
+  std::vector<float> f;
+  for (uint16_t b : bits) f.push_back(Bf16ToFloat(b));
+  return f;
+}
+
 // One decode step's inputs: the QKV projection's rows, the norms, a paged
 // pool holding every sequence's earlier keys (NaN elsewhere) and the step's
 // metadata as the engine lays it out.
@@ -223,13 +229,15 @@ class FusedProblem {
     return out;
   }
 
-  // The live sequences' rows of an output (others are never written).
-  std::vector<float> LiveRows(const std::vector<uint16_t>& out) const {
-    std::vector<float> f;
+  // The live sequences' rows of an output (others are never written), as
+  // they are (bf16 bits, or the reference's float64 values).
+  template <typename T>
+  std::vector<T> LiveRows(const std::vector<T>& out) const {
+    std::vector<T> f;
     for (size_t s = 0; s < c_.lens.size(); ++s) {
       if (c_.lens[s] == 0) continue;
       const size_t base = static_cast<size_t>(q_offsets_[s]) * c_.num_heads * kD;
-      for (size_t i = 0; i < static_cast<size_t>(c_.num_heads) * kD; ++i) f.push_back(Bf16ToFloat(out[base + i]));
+      f.insert(f.end(), out.begin() + base, out.begin() + base + static_cast<size_t>(c_.num_heads) * kD);
     }
     return f;
   }
@@ -246,20 +254,6 @@ class FusedProblem {
         for (int d = 0; d < kD; ++d) rows.push_back(v[r * row + (h / group) * kD + d]);
     }
     return rows;
-  }
-  static std::vector<uint16_t> LiveRows16(const std::vector<float>& out) {
-    std::vector<uint16_t> b;
-    for (float f : out) b.push_back(FloatToBf16(f));
-    return b;
-  }
-  std::vector<double> LiveRows(const std::vector<double>& out) const {
-    std::vector<double> f;
-    for (size_t s = 0; s < c_.lens.size(); ++s) {
-      if (c_.lens[s] == 0) continue;
-      const size_t base = static_cast<size_t>(q_offsets_[s]) * c_.num_heads * kD;
-      f.insert(f.end(), out.begin() + base, out.begin() + base + static_cast<size_t>(c_.num_heads) * kD);
-    }
-    return f;
   }
 
  private:
@@ -289,7 +283,7 @@ class DecodeFusedTest : public ::testing::Test {
     ASSERT_EQ(LaunchDecodeAttention(attn3, ws.as<void>(), 16, nullptr), "");
     CUDA_OK(cudaDeviceSynchronize());
     const std::vector<uint16_t> k3 = Download<uint16_t>(three.k), v3 = Download<uint16_t>(three.v);
-    const std::vector<float> out3 = prob.LiveRows(Download<uint16_t>(three.out));
+    const std::vector<float> out3 = ToFloats(prob.LiveRows(Download<uint16_t>(three.out)));
     const std::vector<double> ref = prob.LiveRows(prob.Reference(k3, v3));
     const ErrorReport r3 = Compare(out3, ref);
     ASSERT_EQ(r3.num_not_finite, 0);
@@ -302,7 +296,8 @@ class DecodeFusedTest : public ::testing::Test {
       // The cache: the very bits QKV-RoPE leaves (NaN rows included).
       EXPECT_TRUE(Download<uint16_t>(fused.k) == k3);
       EXPECT_TRUE(Download<uint16_t>(fused.v) == v3);
-      const std::vector<float> out = prob.LiveRows(Download<uint16_t>(fused.out));
+      const std::vector<uint16_t> out_bits = prob.LiveRows(Download<uint16_t>(fused.out));
+      const std::vector<float> out = ToFloats(out_bits);
       const ErrorReport r = Compare(out, ref);
       EXPECT_EQ(r.num_not_finite, 0);
       EXPECT_LT(r.rel_error, 1e-2);
@@ -315,7 +310,7 @@ class DecodeFusedTest : public ::testing::Test {
       }
       EXPECT_LE(worst, scale / 128) << "largest |fused - three kernels| " << worst << " of " << scale;
       // A window of one key: the output is that key's V row, exactly.
-      if (c.window == 1) EXPECT_TRUE(prob.NewestValues(Download<uint16_t>(fused.v)) == prob.LiveRows16(out));
+      if (c.window == 1) EXPECT_TRUE(prob.NewestValues(Download<uint16_t>(fused.v)) == out_bits);
       std::printf("fused decode: splits %d rel error %.2e (three kernels %.2e)\n", n, r.rel_error, r3.rel_error);
     }
   }
@@ -384,7 +379,7 @@ TEST_F(DecodeFusedTest, GraphReplaysAtOtherDepths) {
     CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
     const std::vector<uint16_t> replayed = Download<uint16_t>(run.out);
-    const std::vector<float> rows = prob.LiveRows(replayed);
+    const std::vector<float> rows = ToFloats(prob.LiveRows(replayed));
     EXPECT_TRUE(std::all_of(rows.begin(), rows.end(), [](float v) { return std::isfinite(v); }));
     CUDA_OK(cudaMemset(run.out.as<void>(), 0xff, run.out.bytes()));
     ASSERT_EQ(LaunchFusedDecode(rope, attn, 8, stream), "");
