@@ -5,7 +5,9 @@
 // inputs, the Gemma 4 31B shape classes incl. the 262144-row LM head, the
 // fortunes fixture's shapes and odd ones; bf16 and fp32 + softcap output),
 // and the paired tiling of a fused gate|up matrix (rows back in order, or
-// gelu_tanh(gate) * up written by the kernel).
+// gelu_tanh(gate) * up written by the kernel); the residual norm handed off
+// between two batch-1 kernels (W4NormHandoff) against the norm kernel and a
+// float64 norm.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "engine/model/weights.h"
 #include "kernels/gemv/gemv_w4a16.h"
 #include "kernels/init/random_init.h"
+#include "kernels/norm/residual_norm.h"
 #include "kernels/quant/w4_quant.h"
 #include "tests/common/gpu_test_util.h"
 
@@ -414,6 +417,213 @@ TEST(GemvW4Test, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
   p.paired = true;  // n = 1: not a multiple of 16
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+}
+
+// One residual norm between a producer (its output the branch b, n = hidden)
+// and a consumer (k = hidden), run both ways: the norm kernel between the two
+// GEMVs, and handed off (W4NormHandoff). The hand-off's branch must be the
+// same bits, its residual the norm kernel's within fp32 rounding, and the
+// consumer's output as close to float64 as the norm kernel path's.
+struct HandoffCase {
+  int hidden, producer_k, consumer_n;
+  bool layer_scalar, gelu;  // gelu: the consumer a paired gate|up with the gelu gate
+  int producer_variant, consumer_variant;
+};
+
+void CheckHandoff(const HandoffCase& c, const W4Matrix& prod, const W4Matrix& cons) {
+  SCOPED_TRACE(testing::Message() << "hidden=" << c.hidden << " producer "
+                                  << kernels::GemvW4VariantName(c.producer_variant) << " consumer "
+                                  << kernels::GemvW4VariantName(c.consumer_variant) << " scalar=" << c.layer_scalar
+                                  << " gelu=" << c.gelu);
+  const int h = c.hidden, width = c.gelu ? c.consumer_n / 2 : c.consumer_n;
+  const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(c.producer_k, 0.0f, 1.0f));
+  const std::vector<float> resid = gpu_test::RandomFloats(h, 0.0f, 2.0f);
+  std::vector<float> wb = gpu_test::RandomFloats(h, 1.0f, 0.3f), wo = gpu_test::RandomFloats(h, 1.0f, 0.3f);
+  const std::vector<float> scalar = {0.75f};
+  DeviceArray<__nv_bfloat16> x(xb), branch(h), branch2(h), normed(h);
+  DeviceArray<float> d_wb(wb), d_wo(wo), d_scalar(scalar), res_kernel(resid), res_in(resid), res_out(h);
+  DeviceArray<float> handoff(3 * size_t(h) + 4 * size_t((h + 15) / 16));
+  DeviceArray<float> y_ref(width), y(width);
+  DeviceArray<__nv_bfloat16> y16_ref(width), y16(width);
+  res_out.Poison();
+  handoff.Poison();
+  y.Poison();
+  y16.Poison();
+
+  kernels::GemvW4Params pp;
+  pp.w = prod.w.get();
+  pp.scales = prod.sc.get();
+  pp.x = x.get();
+  pp.out_bf16 = branch.get();
+  pp.n = h;
+  pp.k = c.producer_k;
+  pp.batch = 1;
+  pp.variant = c.producer_variant;
+  kernels::GemvW4Params cp;
+  cp.w = cons.w.get();
+  cp.scales = cons.sc.get();
+  cp.n = c.consumer_n;
+  cp.k = h;
+  cp.batch = 1;
+  cp.variant = c.consumer_variant;
+  cp.paired = c.gelu;
+  cp.gelu_gate = c.gelu;
+  // The norm kernel between the two.
+  ASSERT_EQ(kernels::LaunchGemvW4(pp, nullptr), "");
+  kernels::ResidualNormParams np;
+  np.branch = branch.get();
+  np.branch_weight = d_wb.get();
+  np.layer_scalar = c.layer_scalar ? d_scalar.get() : nullptr;
+  np.residual = res_kernel.get();
+  np.out_weight = d_wo.get();
+  np.out = normed.get();
+  np.num_tokens = 1;
+  np.hidden = h;
+  ASSERT_EQ(kernels::LaunchResidualNorm(np, nullptr), "");
+  cp.x = normed.get();
+  if (c.gelu) cp.out_bf16 = y16_ref.get(); else cp.out_f32 = y_ref.get();
+  ASSERT_EQ(kernels::LaunchGemvW4(cp, nullptr), "");
+  // Handed off.
+  kernels::W4NormHandoff ho;
+  ho.residual = res_in.get();
+  ho.branch_weight = d_wb.get();
+  ho.out_weight = d_wo.get();
+  ho.layer_scalar = np.layer_scalar;
+  ho.scaled_residual = handoff.get();
+  ho.scaled_branch = handoff.get() + h;
+  ho.branch_term = handoff.get() + 2 * h;
+  ho.partials = reinterpret_cast<float4*>(handoff.get() + 3 * h);
+  ho.residual_out = res_out.get();
+  pp.out_bf16 = branch2.get();
+  pp.norm_out = ho;
+  ASSERT_EQ(kernels::LaunchGemvW4(pp, nullptr), "");
+  cp.x = nullptr;
+  cp.norm_in = ho;
+  cp.out_bf16 = nullptr;
+  cp.out_f32 = nullptr;
+  if (c.gelu) cp.out_bf16 = y16.get(); else cp.out_f32 = y.get();
+  ASSERT_EQ(kernels::LaunchGemvW4(cp, nullptr), "");
+  CUDA_OK(cudaDeviceSynchronize());
+
+  const std::vector<__nv_bfloat16> b = branch.Download(), b2 = branch2.Download();
+  ASSERT_EQ(std::memcmp(b.data(), b2.data(), b.size() * 2), 0) << "the branch rows changed";
+  const std::vector<float> r_kernel = res_kernel.Download(), r_out = res_out.Download();
+  EXPECT_LT(gpu_test::RelErr(r_out, r_kernel, 0, h), 1e-6) << "new residual";
+  EXPECT_EQ(res_in.Download(), resid) << "the hand-off wrote its input residual";
+
+  // float64: the norm of (h, b), then the consumer's dequantized rows.
+  const double s = c.layer_scalar ? scalar[0] : 1.0;
+  double sb = 0;
+  for (int i = 0; i < h; ++i) sb += double(gpu_test::ToF(b[i])) * gpu_test::ToF(b[i]);
+  const double rb = 1.0 / std::sqrt(sb / h + 1e-6);
+  std::vector<double> hn(h), xd(h);
+  double sh = 0;
+  for (int i = 0; i < h; ++i) {
+    hn[i] = s * (resid[i] + gpu_test::ToF(b[i]) * rb * wb[i]);
+    sh += hn[i] * hn[i];
+  }
+  const double r = 1.0 / std::sqrt(sh / h + 1e-6);
+  for (int i = 0; i < h; ++i) xd[i] = hn[i] * r * wo[i];
+  EXPECT_LT(gpu_test::RelErr(r_out, hn, 0, h), 1e-6) << "new residual vs float64";
+  std::vector<double> ref(width);
+  for (int o = 0; o < width; ++o) {
+    double acc = 0, acc2 = 0;
+    for (int i = 0; i < h; ++i) {
+      acc += cons.Value(o, i) * xd[i];
+      if (c.gelu) acc2 += cons.Value(o + c.consumer_n / 2, i) * xd[i];
+    }
+    ref[o] = c.gelu ? GeluTanh(acc) * acc2 : acc;
+  }
+  const std::vector<float> got = c.gelu ? gpu_test::ToFloat(y16.Download()) : y.Download();
+  const std::vector<float> got_ref = c.gelu ? gpu_test::ToFloat(y16_ref.Download()) : y_ref.Download();
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  const double err = gpu_test::RelErr(got, ref, 0, width), err_ref = gpu_test::RelErr(got_ref, ref, 0, width);
+  EXPECT_LT(err, 1.25 * err_ref + 1e-4) << "handed off " << err << ", norm kernel " << err_ref;
+  EXPECT_LT(err, 8e-3);
+  EXPECT_LT(gpu_test::RelErr(got, got_ref, 0, width), 4e-3) << "against the norm kernel path";
+}
+
+std::vector<int> BatchOneTilings() {
+  std::vector<int> v;
+  for (int t = 0; t < kernels::NumGemvW4Variants(); ++t) {
+    if (kernels::GemvW4VariantTakesNorm(t)) v.push_back(t);
+  }
+  return v;
+}
+
+TEST(W4NormHandoff, EveryBatchOneTilingOnEitherSide) {
+  GEMMA_REQUIRE_GPU();
+  const std::vector<int> tilings = BatchOneTilings();
+  ASSERT_FALSE(tilings.empty());
+  // hidden 1 056: 66 row tiles, so the wider tilings' last blocks hold tiles past n.
+  const int h = 1056;
+  const auto prod = DeviceMatrix({h, 512});
+  const auto cons = DeviceMatrix({768, h});
+  for (int t : tilings) {
+    CheckHandoff({h, 512, 768, true, false, t, tilings.front()}, *prod, *cons);
+    CheckHandoff({h, 512, 768, false, false, tilings.back(), t}, *prod, *cons);
+  }
+}
+
+TEST(W4NormHandoff, The31BWidthIntoThePairedGateUp) {
+  GEMMA_REQUIRE_GPU();
+  const std::vector<int> tilings = BatchOneTilings();
+  const int h = 5376;
+  const auto prod = DeviceMatrix({h, 8192});
+  auto gate_up = DeviceMatrix({2 * 1024, h});
+  gate_up->Tile(true);
+  CheckHandoff({h, 8192, 2 * 1024, false, true, tilings.front(), tilings.back()}, *prod, *gate_up);
+  const auto qkv = DeviceMatrix({1024, h});
+  CheckHandoff({h, 8192, 1024, true, false, tilings.back(), tilings.front()}, *prod, *qkv);
+}
+
+// Refused before any launch (no GPU needed).
+TEST(W4NormHandoff, RefusedWhereItCannotRun) {
+  int tiling = -1, other = -1;
+  for (int t = 0; t < kernels::NumGemvW4Variants(); ++t) {
+    if (kernels::GemvW4VariantTakesNorm(t) && tiling < 0) tiling = t;
+    if (!kernels::GemvW4VariantTakesNorm(t) && kernels::GemvW4VariantFits(t, 1) && other < 0) other = t;
+  }
+  ASSERT_GE(tiling, 0);
+  ASSERT_GE(other, 0);
+  float f[64];
+  __nv_bfloat16 bf[64];
+  kernels::W4NormHandoff ho;
+  ho.residual = f;
+  ho.branch_weight = ho.out_weight = f;
+  ho.scaled_residual = ho.scaled_branch = ho.branch_term = f;
+  ho.partials = reinterpret_cast<float4*>(f);
+  ho.residual_out = f;  // the same as residual: refused below
+  kernels::GemvW4Params p;
+  p.w = reinterpret_cast<const uint8_t*>(f);
+  p.scales = reinterpret_cast<const __half*>(f);
+  p.out_bf16 = bf;
+  p.n = 32;
+  p.k = 64;
+  p.batch = 1;
+  p.variant = tiling;
+  p.norm_in = ho;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("residual_out must not be residual"), std::string::npos);
+  p.norm_in.residual_out = f + 32;
+  p.variant = other;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("batch-1 tiling"), std::string::npos);
+  p.variant = tiling;
+  p.batch = 2;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("norm_in needs batch 1"), std::string::npos);
+  p.batch = 1;
+  p.norm_in.scaled_branch = nullptr;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("null residual or hand-off buffer"), std::string::npos);
+  p.norm_in = {};
+  p.x = bf;
+  p.norm_out = ho;
+  p.variant = other;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("norm_out needs batch 1, a batch-1 tiling"), std::string::npos);
+  p.variant = tiling;
+  p.paired = true;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("unpaired"), std::string::npos);
+  p.paired = false;
+  p.norm_out.out_weight = nullptr;
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr).find("norm_out: null"), std::string::npos);
 }
 
 }  // namespace
