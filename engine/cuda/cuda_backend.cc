@@ -307,7 +307,6 @@ const ModelConfig& CudaBackend::config() const { return impl_->config; }
 int CudaBackend::max_slots() const { return impl_->options.max_slots; }
 int CudaBackend::max_context() const { return impl_->max_context; }
 int CudaBackend::chunk_tokens() const { return impl_->chunk_tokens; }
-int CudaBackend::norm_handoffs() const { return impl_->forward->norm_handoffs(); }
 int64_t CudaBackend::weight_bytes() const { return impl_->weights->bytes(); }
 int64_t CudaBackend::kv_cache_bytes() const { return static_cast<int64_t>(impl_->pools.bytes()); }
 

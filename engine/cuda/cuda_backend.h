@@ -88,9 +88,6 @@ class CudaBackend : public Backend {
                        ForwardResult* result) override;
 
   int chunk_tokens() const;  // tokens per pass in use
-  // Residual norms the last one-token pass enqueued (run or captured) handed
-  // off between int4 linears instead of running the norm kernel (tests).
-  int norm_handoffs() const;
   int64_t weight_bytes() const;
   int64_t kv_cache_bytes() const override;
   // cudaMemGetInfo of device 0 (the one the backend runs on).

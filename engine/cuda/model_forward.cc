@@ -143,10 +143,6 @@ absl::Status ModelForward::Allocate(int t) {
     GEMMA_STATUS_RETURN_IF_ERROR(act_fp8_.Allocate(t * inter));
     GEMMA_STATUS_RETURN_IF_ERROR(act_scale_.Allocate(t * sizeof(float)));
   }
-  if (gate_up0.int4()) {
-    GEMMA_STATUS_RETURN_IF_ERROR(residual_alt_.Allocate(h * sizeof(float)));
-    GEMMA_STATUS_RETURN_IF_ERROR(handoff_.Allocate(3 * h * sizeof(float) + (h + 15) / 16 * sizeof(float4)));
-  }
   GEMMA_STATUS_RETURN_IF_ERROR(rows_.Allocate(max_logit_rows_ * h * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(logits_.Allocate(size_t{static_cast<size_t>(max_logit_rows_)} *
                                                 config_->vocab_size * sizeof(float)));
@@ -212,34 +208,6 @@ LinearArgs ModelForward::WithFp8Input(LinearArgs a, const uint8_t* codes, const 
   return a;
 }
 
-bool ModelForward::HandsOffNorm(const PassShape& shape, const LinearArgs& producer,
-                                const LinearArgs& consumer) const {
-  return handoff_.get() != nullptr && shape.num_tokens == 1 && shape.max_q_len == 1 && tuner_ != nullptr &&
-         tuner_->switches().norm_handoff && all_reduce_ == nullptr && !omit_.norms && !omit_.linears &&
-         linear_->TakesNormHandoff(producer.w, producer.m, producer.n, producer.k) &&
-         linear_->TakesNormHandoff(consumer.w, consumer.m, consumer.n, consumer.k);
-}
-
-kernels::W4NormHandoff ModelForward::NextHandoff(const float* branch_weight, const float* out_weight,
-                                                 const float* layer_scalar) {
-  const int h = config_->hidden_size;
-  float* const next = residual_cur_ == residual_.get<float>() ? residual_alt_.get<float>() : residual_.get<float>();
-  kernels::W4NormHandoff ho;
-  ho.residual = residual_cur_;
-  ho.branch_weight = branch_weight;
-  ho.out_weight = out_weight;
-  ho.layer_scalar = layer_scalar;
-  ho.scaled_residual = handoff_.get<float>();
-  ho.scaled_branch = ho.scaled_residual + h;
-  ho.branch_term = ho.scaled_branch + h;
-  ho.partials = reinterpret_cast<float4*>(ho.branch_term + h);
-  ho.residual_out = next;
-  ho.eps = config_->rms_norm_eps;
-  residual_cur_ = next;
-  ++norm_handoffs_;
-  return ho;
-}
-
 absl::Status ModelForward::SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream) {
   if (all_reduce_ == nullptr) return absl::OkStatus();
   return all_reduce_->SumBf16(x, x, int64_t{num_tokens} * config_->hidden_size, stream);
@@ -257,11 +225,8 @@ absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t st
   ep.scale = embed_scale_;
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchEmbedding(ep, stream));
 
-  residual_cur_ = residual_.get<float>();
-  pending_norm_in_.reset();
-  if (shape.num_tokens == 1) norm_handoffs_ = 0;  // hand-offs run in one-token passes only
   kernels::ResidualNormParams np;
-  np.residual = residual_cur_;
+  np.residual = residual_.get<float>();
   np.out_weight = weights_->layers()[0].input_norm;
   np.out = normed_.get<__nv_bfloat16>();
   np.num_tokens = shape.num_tokens;
@@ -372,11 +337,9 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
   EmitFp8(w.qkv, t, w.qkv_rows, h, &codes, &scales, false);  // written by the previous norm
-  LinearArgs qkv =
-      WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales);
-  if (pending_norm_in_) qkv.norm_in = &*pending_norm_in_;  // the previous layer's last norm, computed here
-  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(qkv, stream));
-  pending_norm_in_.reset();
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
+      WithFp8Input({w.qkv, normed, qkv_.get<__nv_bfloat16>(), nullptr, t, w.qkv_rows, h}, codes, scales),
+      stream));
   if (!omit_.attention) GEMMA_STATUS_RETURN_IF_ERROR(EnqueueAttention(l, shape, stream));
   // An fp8 GEMM whose sums would be scaled by a kernel of their own leaves
   // the scales to the kernel that reads them next (LeftScales). Not across
@@ -384,17 +347,8 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
   LeftScales o_left, down_left, gate_up_left;
   LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
-  LinearArgs o_proj{w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim};
-  // The norm after o_proj as a hand-off into the gate|up kernel, where both
-  // run the W4A16 kernel's batch-1 tilings and the gelu gate is fused.
-  LinearArgs gate_up_gelu{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
-  gate_up_gelu.gelu_gate = true;
-  std::optional<kernels::W4NormHandoff> mid_norm;
-  if (LinearDispatcher::FusesGeluGate(w.gate_up, t) && HandsOffNorm(shape, o_proj, gate_up_gelu)) {
-    mid_norm = NextHandoff(w.post_attention_norm, w.pre_feedforward_norm, nullptr);
-    o_proj.norm_out = gate_up_gelu.norm_in = &*mid_norm;
-  }
-  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(o_proj, stream, mid_norm ? nullptr : to_norm));
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
+      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   kernels::ResidualNormParams np;
@@ -402,7 +356,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.branch_col_scale = o_left.col;
   np.branch_token_scale = o_left.token;
   np.branch_weight = w.post_attention_norm;
-  np.residual = residual_cur_;
+  np.residual = residual_.get<float>();
   np.out_weight = w.pre_feedforward_norm;
   np.out = normed;
   np.num_tokens = t;
@@ -411,13 +365,15 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.launch_next_early = tuner_ != nullptr && tuner_->switches().norm_early_launch && shape.max_q_len == 1 &&
                          t <= TuningSwitches::kNormEarlyLaunchTokens;
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
-  if (!omit_.norms && !mid_norm) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
+  if (!omit_.norms) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
   EmitFp8(w.down_proj, t, h, inter, &gp.out_fp8, &gp.out_scale, true);
-  if (mid_norm || (gp.out_fp8 == nullptr && LinearDispatcher::FusesGeluGate(w.gate_up, t))) {
+  if (gp.out_fp8 == nullptr && LinearDispatcher::FusesGeluGate(w.gate_up, t)) {
     // The W4A16 kernel writes gelu_tanh(gate) * up itself (paired tiling).
-    GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(gate_up_gelu, stream));
+    LinearArgs a{w.gate_up, normed, act_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h};
+    a.gelu_gate = true;
+    GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(a, stream));
   } else {
     GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
         WithFp8Input({w.gate_up, normed, gate_up_.get<__nv_bfloat16>(), nullptr, t, 2 * inter, h}, np.out_fp8,
@@ -427,28 +383,21 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
-  const bool last = l + 1 == c.num_layers;
-  const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
-  LinearArgs down =
-      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8, gp.out_scale);
-  // The norm after down_proj as a hand-off into the next layer's QKV kernel
-  // (not the final norm: the LM head reads its output rows).
-  if (next != nullptr && HandsOffNorm(shape, down, {next->qkv, normed, nullptr, nullptr, t, next->qkv_rows, h})) {
-    pending_norm_in_ = NextHandoff(w.post_feedforward_norm, next->input_norm, w.layer_scalar);
-    down.norm_out = &*pending_norm_in_;
-    return RunLinear(down, stream);
-  }
-  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(down, stream, to_norm != nullptr ? &down_left : nullptr));
+  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
+      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
+                   gp.out_scale),
+      stream, to_norm != nullptr ? &down_left : nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   np.branch_col_scale = down_left.col;
   np.branch_token_scale = down_left.token;
   np.branch_weight = w.post_feedforward_norm;
   np.layer_scalar = w.layer_scalar;
-  np.residual = residual_cur_;
-  np.out_weight = last ? weights_->final_norm() : next->input_norm;
+  const bool last = l + 1 == c.num_layers;
+  np.out_weight = last ? weights_->final_norm() : weights_->layers()[l + 1].input_norm;
   // The final norm emits no codes: the LM head reads bf16 rows gathered from
   // its output (an fp8 LM head quantizes them itself, or takes them as a16).
+  const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
   EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
   if (omit_.norms) return absl::OkStatus();
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));

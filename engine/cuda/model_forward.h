@@ -10,7 +10,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 
 #include "absl/status/statusor.h"
@@ -23,7 +22,6 @@
 #include "engine/cuda/step_plan.h"
 #include "engine/model/config.h"
 #include "kernels/attention/attention.h"
-#include "kernels/gemv/gemv_w4a16.h"
 
 namespace gemma::cuda {
 
@@ -78,9 +76,6 @@ class ModelForward {
   // Timing only: kinds of launch left out of every pass (wrong outputs).
   void set_omitted_launches(const OmittedLaunches& omit) { omit_ = omit; }
   const int32_t* ids() const { return ids_.get<int32_t>(); }
-  // Residual norms the last one-token EnqueueLayers handed off between
-  // W4A16 kernels (kernels::W4NormHandoff) instead of launching the norm kernel.
-  int norm_handoffs() const { return norm_handoffs_; }
 
  private:
   ModelForward() = default;
@@ -106,13 +101,6 @@ class ModelForward {
   void EmitFp8(const DeviceMatrix& consumer, int m, int n, int k, uint8_t** codes, float** scales,
                bool act) const;
   static LinearArgs WithFp8Input(LinearArgs a, const uint8_t* codes, const float* scales);
-  // Whether the residual norm between `producer` (its output the branch) and
-  // `consumer` (its input the norm's output) runs as a W4NormHandoff in a
-  // pass of `shape` (GEMMA_INT4_NORM_HANDOFF).
-  bool HandsOffNorm(const PassShape& shape, const LinearArgs& producer, const LinearArgs& consumer) const;
-  // The hand-off of the norm that reads the residual in residual_cur_ and
-  // writes the other of residual_ / residual_alt_, which becomes current.
-  kernels::W4NormHandoff NextHandoff(const float* branch_weight, const float* out_weight, const float* layer_scalar);
   absl::Status SumOverRanks(__nv_bfloat16* x, int num_tokens, cudaStream_t stream);
   absl::Status AllocateKvExpand(const PoolPlan& pools, int max_tokens);
   // Prefill over an E4M3 cache: widens the pages layer `s` reads in this
@@ -140,15 +128,6 @@ class ModelForward {
 
   DeviceBuffer metadata_;
   DeviceBuffer residual_;   // fp32 [T, H]
-  // int4 weights: the residual a norm hand-off writes (one token; the norms
-  // alternate between it and residual_), and the hand-off's buffers (U, V,
-  // T [H] fp32, then the per-tile sums, kernels::W4NormHandoff).
-  DeviceBuffer residual_alt_;
-  DeviceBuffer handoff_;
-  float* residual_cur_ = nullptr;  // the residual the pass's next norm reads
-  int norm_handoffs_ = 0;
-  // A hand-off whose consumer is the next layer's QKV projection.
-  std::optional<kernels::W4NormHandoff> pending_norm_in_;
   DeviceBuffer normed_;     // bf16 [T, H]: input of the next linear
   DeviceBuffer qkv_;        // bf16 [T, max_qkv_rows]
   DeviceBuffer q_;          // bf16 [T, heads * D]

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/pdl.cuh"
@@ -63,46 +62,6 @@ __device__ __forceinline__ float HalfBits(uint32_t bits) {
 __device__ __forceinline__ float GeluTanh(float x) {
   const float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
   return 0.5f * x * (1.0f + tanhf(kAlpha * (x + 0.044715f * x * x * x)));
-}
-
-// W4NormHandoff's producer side (batch-1 tilings), after the branch rows are stored. At batch
-// 1 lanes t = 0 hold accumulators 0 and 2: rows g and g + 8 of each tile.
-// Each tile's four sums are reduced over those lanes (warp-uniform) and
-// written by lane 0.
-template <int RT, int NT>
-__device__ __forceinline__ void HandOffNorm(const GemvW4Params& p, const float (&acc)[RT][NT][4], int tile0, int g,
-                                            int t) {
-  const W4NormHandoff& h = p.norm_out;
-  const float s = h.layer_scalar ? __ldg(h.layer_scalar) : 1.0f;
-  const int tiles = (p.n + 15) / 16;
-#pragma unroll
-  for (int r = 0; r < RT; ++r) {
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int i = 0; i < 4; i += 2) {
-      const int c = (tile0 + r) * 16 + g + 8 * (i / 2);
-      if (t != 0 || c >= p.n) continue;
-      const float b = __bfloat162float(__float2bfloat16(acc[r][0][i]));  // the stored branch value
-      const float u = s * __ldcg(h.residual + c);
-      const float bt = s * b * __ldg(h.branch_weight + c);
-      const float wo = __ldg(h.out_weight + c);
-      h.scaled_residual[c] = u * wo;
-      h.scaled_branch[c] = bt * wo;
-      h.branch_term[c] = bt;
-      sum.x += b * b;
-      sum.y += u * u;
-      sum.z += u * bt;
-      sum.w += bt * bt;
-    }
-#pragma unroll
-    for (int m = 4; m < 32; m <<= 1) {
-      sum.x += __shfl_xor_sync(0xffffffffu, sum.x, m);
-      sum.y += __shfl_xor_sync(0xffffffffu, sum.y, m);
-      sum.z += __shfl_xor_sync(0xffffffffu, sum.z, m);
-      sum.w += __shfl_xor_sync(0xffffffffu, sum.w, m);
-    }
-    if (g == 0 && t == 0 && tile0 + r < tiles) h.partials[tile0 + r] = sum;
-  }
 }
 
 // Accumulator i of (tile r, n8 tile j): tiled row 16 (tile0 + r) + g + 8 (i / 2),
@@ -308,80 +267,6 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
         sums[grp * stride + row] = -136.0f * sum;
       }
     }
-  }
-  __syncthreads();
-}
-
-// W4NormHandoff's consumer side: x (batch 1) made from the producer's
-// hand-off into StageXDirect's ONE_ROW layout, and this block's groups of the
-// new residual written. The hand-off was written by the previous kernel, so
-// it is read through L2 (ld.cg). Ends with the block in step.
-__device__ __noinline__ void StageXNormed(const GemvW4Params& p, uint4* x_stage, int threads) {
-  __shared__ float4 warp_sums[32];
-  const W4NormHandoff& h = p.norm_in;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int i = threadIdx.x; i < (p.k + 15) / 16; i += threads) {
-    const float4 v = __ldcg(h.partials + i);
-    sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-  }
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    sum.x += __shfl_xor_sync(0xffffffffu, sum.x, m);
-    sum.y += __shfl_xor_sync(0xffffffffu, sum.y, m);
-    sum.z += __shfl_xor_sync(0xffffffffu, sum.z, m);
-    sum.w += __shfl_xor_sync(0xffffffffu, sum.w, m);
-  }
-  if (lane == 0) warp_sums[warp] = sum;
-  __syncthreads();
-  float4 total = warp_sums[0];
-  for (int w = 1; w < threads / 32; ++w) {
-    const float4 v = warp_sums[w];
-    total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
-  }
-  const float rb = rsqrtf(total.x / p.k + h.eps);
-  const float ss = fmaxf(total.y + 2.0f * rb * total.z + rb * rb * total.w, 0.0f);
-  const float r = rsqrtf(ss / p.k + h.eps);
-  const float s = h.layer_scalar ? __ldg(h.layer_scalar) : 1.0f;
-
-  const int kchunks = W4PaddedK(p.k) / 8, groups = kchunks / 4;
-  float4* sums = reinterpret_cast<float4*>(x_stage + kchunks);
-  for (int grp = threadIdx.x; grp < groups; grp += threads) {
-    const int c0 = 32 * grp;  // k is a multiple of 32: a group is wholly in or past it
-    uint4 v[4] = {};
-    if (c0 < p.k) {
-      float4 u[8], b[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        u[i] = __ldcg(reinterpret_cast<const float4*>(h.scaled_residual + c0) + i);
-        b[i] = __ldcg(reinterpret_cast<const float4*>(h.scaled_branch + c0) + i);
-      }
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float4 u0 = u[2 * w], u1 = u[2 * w + 1], b0 = b[2 * w], b1 = b[2 * w + 1];
-        const float f[8] = {r * (u0.x + rb * b0.x), r * (u0.y + rb * b0.y), r * (u0.z + rb * b0.z),
-                            r * (u0.w + rb * b0.w), r * (u1.x + rb * b1.x), r * (u1.y + rb * b1.y),
-                            r * (u1.z + rb * b1.z), r * (u1.w + rb * b1.w)};
-        v[w] = Pack8(f);
-      }
-      if (grp % gridDim.x == blockIdx.x) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float4 hv = __ldcg(reinterpret_cast<const float4*>(h.residual + c0) + i);
-          const float4 tv = __ldcg(reinterpret_cast<const float4*>(h.branch_term + c0) + i);
-          reinterpret_cast<float4*>(h.residual_out + c0)[i] =
-              make_float4(s * hv.x + rb * tv.x, s * hv.y + rb * tv.y, s * hv.z + rb * tv.z, s * hv.w + rb * tv.w);
-        }
-      }
-    }
-    float group_sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      x_stage[4 * grp + w] = v[w];
-      AddChunk(v[w], group_sum);
-    }
-    const float fold = -136.0f * group_sum;
-    sums[grp] = make_float4(fold, fold, fold, fold);
   }
   __syncthreads();
 }
@@ -683,13 +568,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   }
   WaitForPreviousKernel();
   AllowDependentLaunch();
-  if constexpr (ONE_ROW) {
-    if (p.norm_in.partials != nullptr) {
-      StageXNormed(p, x_stage, WARPS * 32);
-    } else {
-      StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32);
-    }
-  } else if constexpr (X_DIRECT) {
+  if constexpr (X_DIRECT) {
     StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32);
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
@@ -765,10 +644,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   CpAsyncWait<0>();
 
   if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
-  if (part == 0) {
-    StoreTiles<RT, NT>(p, acc, tile0, g, t);
-    if (ONE_ROW && p.norm_out.partials != nullptr) HandOffNorm<RT, NT>(p, acc, tile0, g, t);
-  }
+  if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
 }
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
@@ -1040,34 +916,8 @@ bool GemvW4VariantFits(int variant, int batch) {
          kTilings[variant].nt == NtFor(batch) && (!kTilings[variant].batch1_only || batch == 1);
 }
 
-bool GemvW4VariantTakesNorm(int variant) {
-  return variant >= 0 && variant < kNumTilings && kTilings[variant].batch1_only;
-}
-
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
-  const W4NormHandoff &out = p.norm_out, &in = p.norm_in;
-  if (!p.w || !p.scales || (!p.x && !in.partials)) return "gemv_w4a16: null weights, scales or input";
-  auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
-  if (out.partials) {
-    if (p.batch != 1 || p.paired || !p.out_bf16 || !GemvW4VariantTakesNorm(p.variant))
-      return "gemv_w4a16: norm_out needs batch 1, a batch-1 tiling (variant " + std::to_string(p.variant) +
-             "), an unpaired matrix and bf16 output";
-    if (!out.residual || !out.branch_weight || !out.out_weight || !out.scaled_residual || !out.scaled_branch ||
-        !out.branch_term)
-      return "gemv_w4a16: norm_out: null residual, weight or hand-off buffer";
-  }
-  if (in.partials) {
-    if (p.batch != 1 || !GemvW4VariantTakesNorm(p.variant))
-      return "gemv_w4a16: norm_in needs batch 1 and a batch-1 tiling (variant " + std::to_string(p.variant) + ")";
-    if (!in.residual || !in.residual_out || !in.scaled_residual || !in.scaled_branch || !in.branch_term)
-      return "gemv_w4a16: norm_in: null residual or hand-off buffer";
-    if (in.residual == in.residual_out) return "gemv_w4a16: norm_in: residual_out must not be residual";
-    if (misaligned(in.residual) || misaligned(in.residual_out) || misaligned(in.scaled_residual) ||
-        misaligned(in.scaled_branch) || misaligned(in.branch_term))
-      return "gemv_w4a16: norm_in: the residuals and hand-off buffers must be 16-byte aligned";
-    if (StagedXBytesOneRow(p.k) > kMaxStagedXBytes)
-      return "gemv_w4a16: norm_in: k = " + std::to_string(p.k) + " does not fit the staged x";
-  }
+  if (!p.w || !p.scales || !p.x) return "gemv_w4a16: null weights, scales or input";
   if ((p.out_bf16 == nullptr) == (p.out_f32 == nullptr)) return "gemv_w4a16: need exactly one output";
   if (p.n <= 0 || p.k <= 0 || p.k % 32 != 0) return "gemv_w4a16: need n >= 1 and k a positive multiple of 32";
   if (p.batch < 1 || p.batch > kW4MaxBatch) return "gemv_w4a16: batch must be 1..64";

@@ -33,34 +33,6 @@ namespace gemma::kernels {
 
 inline constexpr int kW4MaxBatch = 64;
 
-// Batch 1: the residual norm between two linears (LaunchResidualNorm with a
-// bf16 branch, kernels/norm/residual_norm.h), split between the linear whose
-// output is the branch b (the producer, n = hidden) and the one that reads
-// the norm's output x (the consumer, k = hidden), so no norm kernel runs
-// between them:
-//   producer, per output row c, from b's bf16 value:
-//     u = s h[c], t = s b wb[c];  U[c] = u wo[c], V[c] = t wo[c], T[c] = t;
-//     partials[c / 16] += (b^2, u^2, u t, t^2)
-//   consumer, from the sums S of every 16-row tile's partials:
-//     rb = rsqrt(S0 / k + eps), r = rsqrt((S1 + 2 rb S2 + rb^2 S3) / k + eps)
-//     x[c] = bf16(r (U[c] + rb V[c])), residual_out[c] = s h[c] + rb T[c]
-// which is the norm kernel's h' = s (h + rms(b) wb), x = rms(h') wo with the
-// sum of h'^2 expanded (one reduction instead of two). residual and
-// residual_out must differ: every consumer block reads h while the rows it
-// owns (each 32-group once, by block group % blocks) are written.
-struct W4NormHandoff {
-  const float* residual = nullptr;       // h [hidden] fp32
-  const float* branch_weight = nullptr;  // wb [hidden]
-  const float* out_weight = nullptr;     // wo [hidden]
-  const float* layer_scalar = nullptr;   // s: [1] on the device, or nullptr for 1
-  float* scaled_residual = nullptr;      // U [hidden]
-  float* scaled_branch = nullptr;        // V [hidden]
-  float* branch_term = nullptr;          // T [hidden]
-  float4* partials = nullptr;            // [ceil(hidden / 16)]
-  float* residual_out = nullptr;         // [hidden] (consumer)
-  float eps = 1e-6f;
-};
-
 struct GemvW4Params {
   const uint8_t* w = nullptr;         // tiled codes (W4TiledCodeBytes)
   const __half* scales = nullptr;     // tiled scales (W4TiledScaleBytes)
@@ -76,12 +48,6 @@ struct GemvW4Params {
   // paired only: out_bf16 is [batch, n / 2], gelu_tanh(first half's row r) *
   // second half's row r, from the fp32 sums (no rounding in between).
   bool gelu_gate = false;
-  // Batch 1 and a tiling where GemvW4VariantTakesNorm only, optional
-  // (W4NormHandoff): this linear's output is the norm's branch (still
-  // stored to out_bf16) ...
-  W4NormHandoff norm_out;  // used when norm_out.partials is set
-  // ... or its x is the norm's output, computed here (x is not read).
-  W4NormHandoff norm_in;  // used when norm_in.partials is set
 };
 
 int NumGemvW4Variants();
@@ -89,8 +55,6 @@ const char* GemvW4VariantName(int variant);
 // Whether a tiling serves `batch` rows (each covers 8, 16, 32 or 64 rows at
 // most, and a batch runs only on the narrowest width that holds it).
 bool GemvW4VariantFits(int variant, int batch);
-// Whether a tiling can compute its x as a W4NormHandoff's consumer.
-bool GemvW4VariantTakesNorm(int variant);
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream);
 
 }  // namespace gemma::kernels

@@ -187,9 +187,6 @@ absl::Status LinearDispatcher::Run(const LinearArgs& a, cudaStream_t stream, Lef
   if (left != nullptr) *left = {};
   if (a.w.int4()) return RunInt4(a, stream, left);
   if (a.gelu_gate) return absl::InvalidArgumentError("linear: gelu_gate needs int4 weights (FusesGeluGate)");
-  if (a.norm_out != nullptr || a.norm_in != nullptr) {
-    return absl::InvalidArgumentError("linear: a norm hand-off needs int4 weights (TakesNormHandoff)");
-  }
   if (a.w.fp8()) return RunFp8(a, stream, left);
   if (a.m <= kernels::kGemvMaxBatch) {
     return KernelStatus(LaunchGemvVariant(a, VariantFor(a.n, a.k, a.m), stream));

@@ -30,10 +30,6 @@
 #include "engine/cuda/linear/tuner.h"
 #include "engine/cuda/linear/wgmma_path.h"
 
-namespace gemma::kernels {
-struct W4NormHandoff;  // kernels/gemv/gemv_w4a16.h
-}  // namespace gemma::kernels
-
 namespace gemma::cuda {
 
 struct LinearArgs {
@@ -51,12 +47,6 @@ struct LinearArgs {
   // w a fused gate|up [2 I, k]: out_bf16 is [m, I], gelu_tanh(gate) * up.
   // Only where FusesGeluGate(w, m) (else Run refuses it).
   bool gelu_gate = false;
-  // int4 weights, only where TakesNormHandoff(w, m, n, k) (else Run refuses
-  // them): the residual norm between two linears split between them
-  // (kernels::W4NormHandoff). norm_out: this linear's output is the norm's
-  // branch; norm_in: its x is the norm's output, computed in the kernel.
-  const kernels::W4NormHandoff* norm_out = nullptr;
-  const kernels::W4NormHandoff* norm_in = nullptr;
 };
 
 // The scales an fp8 Run left to the consumer of its output (Run's `left`):
@@ -92,10 +82,6 @@ class LinearDispatcher {
   // tiling whose m rows run the W4A16 kernel (not a copy or a dequantized
   // GEMM). The gelu gate kernel then need not run.
   static bool FusesGeluGate(const DeviceMatrix& w, int m);
-  // Whether Run(w, m rows, n, k) can take LinearArgs::norm_out / norm_in:
-  // int4 weights whose m == 1 row runs the W4A16 kernel with a tuned
-  // batch-1 tiling (kernels::GemvW4VariantTakesNorm).
-  bool TakesNormHandoff(const DeviceMatrix& w, int m, int n, int k) const;
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }

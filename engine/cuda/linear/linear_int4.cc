@@ -47,8 +47,6 @@ std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaS
   p.paired = a.w.w4_paired;
   p.gelu_gate = a.gelu_gate;
   if (a.gelu_gate) p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * (a.n / 2);
-  if (a.norm_out != nullptr) p.norm_out = *a.norm_out;
-  if (a.norm_in != nullptr) p.norm_in = *a.norm_in;
   return kernels::LaunchGemvW4(p, stream);
 }
 
@@ -70,20 +68,8 @@ bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
          m <= kMaxW4Rows;
 }
 
-bool LinearDispatcher::TakesNormHandoff(const DeviceMatrix& w, int m, int n, int k) const {
-  if (!w.int4() || m != 1) return false;
-  if ((w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) || Int4UsesFp8Copy(w, m)) return false;
-  const auto& best = tuner_.choices().gemv_int4;
-  const auto it = best.find({n, k, m});
-  return it != best.end() && kernels::GemvW4VariantTakesNorm(it->second);
-}
-
 absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left) {
-  if ((a.norm_out != nullptr || a.norm_in != nullptr) && !TakesNormHandoff(a.w, a.m, a.n, a.k)) {
-    return absl::InvalidArgumentError(absl::StrCat("int4 linear: a norm hand-off at ", a.m, " rows of ", a.n, " x ",
-                                                   a.k, " needs the W4A16 kernel's tuned batch-1 tiling"));
-  }
-  if (a.x == nullptr && a.norm_in == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
+  if (a.x == nullptr) return absl::InvalidArgumentError("int4 linear: needs bf16 input");
   if (a.gelu_gate && !FusesGeluGate(a.w, a.m)) {
     return absl::InvalidArgumentError(absl::StrCat("int4 linear: gelu_gate at ", a.m, " rows needs a paired tiling ",
                                                    "that the W4A16 kernel serves (paired: ", a.w.w4_paired, ")"));
@@ -140,12 +126,8 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
   a.k = k;
   float best_ms = 1e30f;
   int best = -1;
-  // With the norm hand-off on, batch 1 times only the tilings that take part
-  // in it, so every int4 linear of a one-sequence decode step can.
-  const bool handoff_only = batch == 1 && tuner_.switches().norm_handoff;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
     if (!kernels::GemvW4VariantFits(v, batch)) continue;
-    if (handoff_only && !kernels::GemvW4VariantTakesNorm(v)) continue;
     auto ms = (*timer)->MeanMs(
         [&](int i) {
           a.w = copies[static_cast<size_t>(i) % copies.size()];

@@ -15,12 +15,6 @@ bool OnUnlessZero(const char* name) {
   return v == nullptr || std::string(v) != "0";
 }
 
-// "1" turns a default-off switch on; anything else (or unset) leaves it off.
-bool OnIfOne(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == "1";
-}
-
 WgmmaPreference WgmmaFromEnv() {
   const char* env = std::getenv("GEMMA_FP8_WGMMA");
   if (env == nullptr) return WgmmaPreference::kMeasured;
@@ -45,8 +39,7 @@ std::vector<std::string> TuningSwitches::Names() {
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
           "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES",
-          "GEMMA_FP8_LEFT_SCALES", "GEMMA_NORM_EARLY_LAUNCH", "GEMMA_FUSED_DECODE",
-          "GEMMA_INT4_NORM_HANDOFF"};
+          "GEMMA_FP8_LEFT_SCALES", "GEMMA_NORM_EARLY_LAUNCH", "GEMMA_FUSED_DECODE"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -76,7 +69,6 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.fp8_left_scales = OnUnlessZero("GEMMA_FP8_LEFT_SCALES");
   s.norm_early_launch = OnUnlessZero("GEMMA_NORM_EARLY_LAUNCH");
   s.fused_decode = OnUnlessZero("GEMMA_FUSED_DECODE");
-  s.norm_handoff = OnIfOne("GEMMA_INT4_NORM_HANDOFF");
   if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
     const std::string v(env);
     if (v == "0") {

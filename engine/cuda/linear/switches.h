@@ -104,12 +104,6 @@ struct TuningSwitches {
   // serves as one kernel (kernels/attention/decode_fused.h: head_dim 256
   // over a bf16 cache, the sliding layers of the 31B) instead of three.
   bool fused_decode = true;
-  // GEMMA_INT4_NORM_HANDOFF (default off; 1 turns it on): a decode step of
-  // one sequence on int4 weights splits each residual norm between the
-  // W4A16 kernels of the linear before it and the linear after it
-  // (kernels::W4NormHandoff) instead of running the norm kernel, where
-  // both run a tuned batch-1 tiling (batch-1 tuning then times only those).
-  bool norm_handoff = false;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

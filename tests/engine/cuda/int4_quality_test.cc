@@ -21,10 +21,7 @@
 //      the bounds of 1.;
 //   5. GEMMA_FP8_LEFT_SCALES=1 (the fp8 GEMMs' scales applied by the kernels
 //      that read their outputs) as close to the golden as the scaling
-//      kernel, fp8 and int4;
-//   6. GEMMA_INT4_NORM_HANDOFF=1: one-sequence decode steps
-//      hand every residual norm but the final one off between the W4A16
-//      kernels; their logits against the norm kernels' run and the golden.
+//      kernel, fp8 and int4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,45 +155,6 @@ TEST_P(Int4FortunesQuality, AgainstGolden) {
   // 0.155-0.176, worst 0.356-0.374 (prefill) and 0.634-0.674 (decode), top-1
   // agreement 22/25 (prefill) and 52/55 (decode) confident rows.
   ExpectInt4Quality(b.get(), "fortunes (" + std::string(WeightDTypeName(GetParam())) + " LM head)");
-}
-
-// Decode steps with the residual norms handed off between the W4A16 kernels
-// (kernels::W4NormHandoff: 2 per layer but the final norm) against the same
-// steps with the norm kernels: the hand-off changes only rounding (x may
-// differ in its last bf16 bit, the tuned tilings may differ), so the two runs
-// agree far more closely than either does with the golden, and the hand-off
-// is no further from the golden.
-TEST(Int4NormHandoff, DecodeAsWithTheNormKernels) {
-  GEMMA_REQUIRE_GPU();
-  setenv("GEMMA_INT4_NORM_HANDOFF", "0", 1);
-  auto off = MakeBackend(FortunesDir(), WeightDType::kINT4);
-  setenv("GEMMA_INT4_NORM_HANDOFF", "1", 1);
-  auto on = MakeBackend(FortunesDir(), WeightDType::kINT4);
-  unsetenv("GEMMA_INT4_NORM_HANDOFF");
-  ASSERT_NE(off, nullptr);
-  ASSERT_NE(on, nullptr);
-  const Logits a = RunFortunes(off.get()), b = RunFortunes(on.get());
-  EXPECT_EQ(on->norm_handoffs(), 2 * on->config().num_layers - 1);
-  EXPECT_EQ(off->norm_handoffs(), 0);
-  const int vocab = on->config().vocab_size;
-  Agreement between;
-  ASSERT_EQ(a.steps.size(), b.steps.size());
-  for (size_t i = 0; i < a.steps.size(); ++i) {
-    ASSERT_EQ(a.steps[i].size(), b.steps[i].size());
-    for (size_t r = 0; r * vocab < a.steps[i].size(); ++r) {
-      between.Add(b.steps[i].data() + r * vocab, a.steps[i].data() + r * vocab, vocab, 1.0);
-    }
-  }
-  between.Print("int4-quality", "norm hand-off decode vs the norm kernels");
-  EXPECT_GT(between.rows, 0);
-  EXPECT_LT(between.mean(), 0.05);
-  EXPECT_LT(between.worst, 0.25);
-  const auto [prefill_off, steps_off] = AgainstGolden(a, vocab);
-  const auto [prefill_on, steps_on] = AgainstGolden(b, vocab);
-  steps_off.Print("int4-quality", "norm kernels decode vs float64");
-  steps_on.Print("int4-quality", "norm hand-off decode vs float64");
-  EXPECT_LT(steps_on.mean(), steps_off.mean() + 0.01);
-  EXPECT_GE(steps_on.agree, 0.8 * steps_on.confident);
 }
 
 // By default passes of more than 16 rows (the golden prompts' prefills) run

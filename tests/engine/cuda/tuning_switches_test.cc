@@ -50,7 +50,6 @@ TEST(TuningSwitches, DefaultsWhenUnset) {
   EXPECT_TRUE(s.fp8_left_scales);
   EXPECT_TRUE(s.norm_early_launch);
   EXPECT_TRUE(s.fused_decode);
-  EXPECT_FALSE(s.norm_handoff);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
 }
 
@@ -72,7 +71,6 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
   setenv("GEMMA_NORM_EARLY_LAUNCH", "0", 1);
   setenv("GEMMA_FUSED_DECODE", "0", 1);
-  setenv("GEMMA_INT4_NORM_HANDOFF", "1", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -91,7 +89,6 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.fp8_left_scales);
   EXPECT_FALSE(s.norm_early_launch);
   EXPECT_FALSE(s.fused_decode);
-  EXPECT_TRUE(s.norm_handoff);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
