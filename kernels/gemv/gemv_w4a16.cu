@@ -237,19 +237,11 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
   const int stride = COMPACT ? CompactSumStride(p.batch) : 8 * NT;
   float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
   const int items = p.batch * groups;
-  // Every block reads the same x, all at once after the PDL wait: each starts
-  // a 128-byte line (two groups) further on, so the blocks' first requests
-  // spread over L2's slices instead of queueing at the same lines.
-  const int rot = static_cast<int>((2u * blockIdx.x) % static_cast<unsigned>(groups));
-  auto group_of = [&](int i, int row) {
-    const int grp = i - row * groups + rot;
-    return grp < groups ? grp : grp - groups;
-  };
   for (int base = threadIdx.x; base < items; base += kItems * threads) {
     uint4 v[kItems][4];
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
-      const int i = base + u * threads, row = i / groups, grp = group_of(i, row);
+      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const int ci = 4 * grp + w;
@@ -260,7 +252,7 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
     }
 #pragma unroll
     for (int u = 0; u < kItems; ++u) {
-      const int i = base + u * threads, row = i / groups, grp = group_of(i, row);
+      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
       if (i >= items) break;
       float sum = 0.0f;
 #pragma unroll
