@@ -65,16 +65,16 @@ __global__ void __launch_bounds__(kWarps * 32) QkvRopeKernel(const __grid_consta
   if (job < total && (job < p.num_heads || write_kv)) {
     if (job < p.num_heads) {
       NormRopeHeadTo(row + job * d, p.q_out + (static_cast<size_t>(t) * p.num_heads + job) * d, false,
-                   p.q_norm, true, p, bufs[warp], cos_t, sin_t);
+                     p.q_norm, true, p, bufs[warp], cos_t, sin_t);
     } else if (job < p.num_heads + p.num_kv_heads) {
       const int j = job - p.num_heads;
       NormRopeHeadTo(row + (p.num_heads + j) * d, CacheAt(p.k_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8,
-                   p.k_norm, true, p, bufs[warp], cos_t, sin_t);
+                     p.k_norm, true, p, bufs[warp], cos_t, sin_t);
     } else {
       const int j = job - p.num_heads - p.num_kv_heads;
       const int src_head = p.k_eq_v ? p.num_heads + j : p.num_heads + p.num_kv_heads + j;
       NormRopeHeadTo(row + src_head * d, CacheAt(p.v_cache, p.kv_fp8, cache_row + j * d), p.kv_fp8, nullptr,
-                   false, p, bufs[warp], cos_t, sin_t);
+                     false, p, bufs[warp], cos_t, sin_t);
     }
   }
 }

@@ -99,10 +99,11 @@ struct TuningSwitches {
   // after the embedding launches its successor after its wait.
   static constexpr int kNormEarlyLaunchTokens = 4;
   bool norm_early_launch = true;
-  // GEMMA_FUSED_DECODE (default 1; 0 turns it off): a decode step of a few
-  // sequences runs QKV-RoPE, attention and the split merge of each layer it
-  // serves as one kernel (kernels/attention/decode_fused.h: head_dim 256
-  // over a bf16 cache, the sliding layers of the 31B) instead of three.
+  // GEMMA_FUSED_DECODE (default 1; 0 turns it off): a decode step of one or
+  // two sequences (kernels::kFusedDecodeMaxSeqs) runs QKV-RoPE, attention
+  // and the split merge of each layer it serves as one kernel
+  // (kernels/attention/decode_fused.h: head_dim 256 over a bf16 cache, the
+  // sliding layers of the 31B) instead of three.
   bool fused_decode = true;
 
   // Parsed from the environment; a malformed value is logged and the
