@@ -104,10 +104,13 @@ void FreeWeights(Weights& wt) {
 }
 
 // Best microseconds over the tilings at `batch`; `best` gets the tiling's name.
-double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best) {
+// `partial`: the tilings that may write partial sums (fp32), the split ones
+// included, as a consumer that adds them would run them.
+double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best,
+                 bool partial = false) {
   double best_us = 1e30;
   for (int v = 0; v < k::NumGemvW4Variants(); ++v) {
-    if (!k::GemvW4VariantFits(v, batch)) continue;
+    if (!k::GemvW4VariantFits(v, batch, partial) || (partial && k::GemvW4VariantSplits(v) == 1)) continue;
     int i = 0;
     bool ok = true;
     const double us = 1e3 * k::bench::MeanLaunchMs(
@@ -117,7 +120,12 @@ double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bflo
                                   p.scales = wt.sc[i % wt.copies];
                                   ++i;
                                   p.x = x;
-                                  p.out_bf16 = out;
+                                  if (partial) {
+                                    p.out_f32 = reinterpret_cast<float*>(out);
+                                    p.partial_sums = true;
+                                  } else {
+                                    p.out_bf16 = out;
+                                  }
                                   p.n = wt.n;
                                   p.k = wt.kk;
                                   p.batch = batch;
@@ -185,6 +193,14 @@ int main(int argc, char** argv) {
       const double tbs = wt.bytes() / us / 1e6;
       std::printf("w4-gemv %-12s %6dx%-6d b%d  %8.1f us  %5.2f TB/s  %3.0f%% of ceiling  floor %7.1f us  %s\n", s.name,
                   s.n, s.k, batch, us, tbs, 100 * tbs / kCeilingTBs, wt.bytes() / kCeilingTBs / 1e6, best.c_str());
+      if (batch == 1) {
+        std::string split_best;
+        const double split_us = BenchGemv(wt, batch, x, out, &split_best, true);
+        if (split_us < 1e29) {
+          std::printf("w4-gemv %-12s %6dx%-6d b1  %8.1f us  partial sums, best split tiling %s\n", s.name, s.n, s.k,
+                      split_us, split_best.c_str());
+        }
+      }
       if (defaults) {
         shape_us[si][bi] = us;
         shape_bytes[si] = wt.bytes();

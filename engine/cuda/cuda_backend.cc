@@ -113,19 +113,22 @@ int AutoChunkTokens(const ModelConfig& config) {
 // Every linear: the layers' in order, the LM head last. `left_scales`:
 // decode hands the scales of gate|up to the gelu gate, and, when
 // `to_norms`, those of o_proj and down to the residual norms
-// (ModelForward::EnqueueLayer).
+// (ModelForward::EnqueueLayer). `split_k`: when `to_norms`, the norms also
+// add o_proj's and down's partial sums (TunedMatrix::partial_sums).
 std::vector<cuda::TunedMatrix> LinearMatrices(const ModelConfig& config, const cuda::DeviceWeights& weights,
-                                              bool left_scales = false, bool to_norms = false) {
+                                              bool left_scales = false, bool to_norms = false,
+                                              bool split_k = false) {
   const int h = config.hidden_size, inter = config.intermediate_size;
   const bool norms = left_scales && to_norms;
+  const bool partials = split_k && to_norms;
   std::vector<cuda::TunedMatrix> mats;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const auto& w = weights.layers()[l];
     const int q_width = config.num_heads * config.layers[l].head_dim;
     mats.push_back({w.qkv, w.qkv_rows, h, false, true});
-    mats.push_back({w.o_proj, h, q_width, false, false, norms});
+    mats.push_back({w.o_proj, h, q_width, false, false, norms, partials});
     mats.push_back({w.gate_up, 2 * inter, h, false, true, left_scales});
-    mats.push_back({w.down_proj, h, inter, false, true, norms});
+    mats.push_back({w.down_proj, h, inter, false, true, norms, partials});
   }
   mats.push_back({weights.lm_head(), config.vocab_size, h, true, false});
   return mats;
@@ -278,7 +281,8 @@ absl::Status CudaBackend::Impl::Init(const BackendOptions& o, const CudaTuning& 
   GEMMA_STATUS_RETURN_IF_ERROR(CreateLinear(*lm_head));
   GEMMA_STATUS_RETURN_IF_ERROR(CreateForward());
   if (t.autotune_gemv) {
-    const auto mats = LinearMatrices(config, *weights, tuner->switches().fp8_left_scales, t.all_reduce == nullptr);
+    const auto mats = LinearMatrices(config, *weights, tuner->switches().fp8_left_scales, t.all_reduce == nullptr,
+                                     tuner->switches().int4_split_k != cuda::TuningSwitches::Int4SplitK::kOff);
     GEMMA_STATUS_RETURN_IF_ERROR(tuner->TuneLinears(*linear, mats, o.max_slots,
                                                     std::min(o.max_slots, chunk_tokens),
                                                     config.final_logit_softcap, stream));

@@ -132,6 +132,7 @@ absl::Status ModelForward::Allocate(int t) {
   GEMMA_STATUS_RETURN_IF_ERROR(q_.Allocate(t * max_q_width_ * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(attn_.Allocate(t * max_q_width_ * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(proj_.Allocate(t * h * bf));
+  GEMMA_STATUS_RETURN_IF_ERROR(partials_.Allocate(kernels::kMaxBranchParts * h * sizeof(float)));
   GEMMA_STATUS_RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * bf));
   GEMMA_STATUS_RETURN_IF_ERROR(act_.Allocate(t * inter * bf));
   // fp8 weights, or int4 ones with an fp8 copy (larger passes run on it):
@@ -347,12 +348,33 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   const bool left_scales = tuner_ != nullptr && tuner_->switches().fp8_left_scales;
   LeftScales o_left, down_left, gate_up_left;
   LeftScales* const to_norm = left_scales && all_reduce_ == nullptr ? &o_left : nullptr;
-  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
-      {w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, c.num_heads * s.head_dim}, stream, to_norm));
+  // At batch 1 an int4 o_proj or down may write partial sums over shares of
+  // K (a split tiling) for the norm to add (LinearDispatcher::Int4SplitParts).
+  auto* partials = partials_.get<float>();
+  auto split_parts = [&](const DeviceMatrix& m, int n, int k) {
+    return all_reduce_ == nullptr && !omit_.linears ? linear_->Int4SplitParts(m, t, n, k) : 0;
+  };
+  auto run_branch = [&](LinearArgs a, int parts, LeftScales* left) {
+    if (parts > 0) {
+      a.out_bf16 = nullptr;
+      a.out_f32 = partials;
+      a.partial_sums = true;
+    }
+    return RunLinear(a, stream, left);
+  };
+  auto take_branch = [&](kernels::ResidualNormParams& np, int parts) {
+    np.branch = parts > 0 ? nullptr : proj;
+    np.branch_f32 = parts > 0 ? partials : nullptr;
+    np.branch_parts = std::max(parts, 1);
+  };
+  const int q_width = c.num_heads * s.head_dim;
+  const int o_parts = split_parts(w.o_proj, h, q_width);
+  GEMMA_STATUS_RETURN_IF_ERROR(
+      run_branch({w.o_proj, attn_.get<__nv_bfloat16>(), proj, nullptr, t, h, q_width}, o_parts, to_norm));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
 
   kernels::ResidualNormParams np;
-  np.branch = proj;
+  take_branch(np, o_parts);
   np.branch_col_scale = o_left.col;
   np.branch_token_scale = o_left.token;
   np.branch_weight = w.post_attention_norm;
@@ -383,11 +405,12 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
     gp.in_token_scale = gate_up_left.token;
     GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchGeluGate(gp, stream));
   }
-  GEMMA_STATUS_RETURN_IF_ERROR(RunLinear(
-      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8,
-                   gp.out_scale),
-      stream, to_norm != nullptr ? &down_left : nullptr));
+  const int down_parts = split_parts(w.down_proj, h, inter);
+  GEMMA_STATUS_RETURN_IF_ERROR(run_branch(
+      WithFp8Input({w.down_proj, act_.get<__nv_bfloat16>(), proj, nullptr, t, h, inter}, gp.out_fp8, gp.out_scale),
+      down_parts, to_norm != nullptr ? &down_left : nullptr));
   GEMMA_STATUS_RETURN_IF_ERROR(SumOverRanks(proj, t, stream));
+  take_branch(np, down_parts);
 
   np.branch_col_scale = down_left.col;
   np.branch_token_scale = down_left.token;

@@ -133,6 +133,7 @@ class ModelForward {
   DeviceBuffer q_;          // bf16 [T, heads * D]
   DeviceBuffer attn_;       // bf16 [T, heads * D]
   DeviceBuffer proj_;       // bf16 [T, H]: o_proj / down_proj output
+  DeviceBuffer partials_;   // fp32 [kMaxBranchParts, H]: their partial sums at batch 1 (GEMMA_INT4_SPLIT_K)
   DeviceBuffer gate_up_;    // bf16 [T, 2I]
   DeviceBuffer act_;        // bf16 [T, I]
   DeviceBuffer normed_fp8_;    // E4M3 [T, H] + fp32 [T] scales: normed_ for fp8 weights

@@ -28,6 +28,10 @@ inline int64_t StagedXBytesCompact(int batch, int k) {
 }
 // The batch-1 form (ONE_ROW below): x, then a float4 per 32-group.
 inline int64_t StagedXBytesOneRow(int k) { return int64_t{W4PaddedK(k)} * 2 + W4PaddedK(k) / 32 * 16; }
+// The same for the largest of `splits` even shares of K's super-chunks.
+inline int64_t SplitStagedXBytes(int k, int splits) {
+  return StagedXBytesOneRow((W4PaddedK(k) / 128 + splits - 1) / splits * 128);
+}
 
 // Codes p and p + 4 of a word (elements 2p and 2p+1 of its 8, by the layout)
 // as bf16x2 values 128 + u, exactly: 0x4300 | u is 128 + u in bf16 (one lop3).
@@ -230,10 +234,15 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // and batch row, rows rounded up to even (CompactSumStride). ONE_ROW (batch
 // 1): each group's sum four times, a float4 that is a whole MMA accumulator
 // operand (GemvW4AsyncKernel's ONE_ROW).
+// first_chunk, kchunks (ONE_ROW only): stage only x's 16-byte chunks
+// first_chunk .. first_chunk + kchunks - 1 (a block's share of K, SPLITS of
+// GemvW4AsyncKernel), at 0 .. kchunks - 1; -1: all of them.
 template <int NT, bool COMPACT = false, bool ONE_ROW = false>
-__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
+__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads, int first_chunk = 0,
+                                             int kchunks = -1) {
   constexpr int kItems = 4;
-  const int kchunks = W4PaddedK(p.k) / 8, groups = kchunks / 4;
+  if (kchunks < 0) kchunks = W4PaddedK(p.k) / 8;
+  const int groups = kchunks / 4;
   const int stride = COMPACT ? CompactSumStride(p.batch) : 8 * NT;
   float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
   const int items = p.batch * groups;
@@ -244,7 +253,7 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
       const int i = base + u * threads, row = i / groups, grp = i - row * groups;
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        const int ci = 4 * grp + w;
+        const int ci = first_chunk + 4 * grp + w;
         v[u][w] = i < items && 8 * ci < p.k
                       ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(row) * p.k + 8 * ci))
                       : make_uint4(0, 0, 0, 0);
@@ -494,10 +503,16 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // PAIRS: two super-chunks per commit group, wait and iteration, so the ring's
 // bookkeeping (wait, commit, slot walk, pointer steps, loop test) runs half
 // as often.
+// SPLITS (batch 1 only): SPLITS blocks share each block tile, block s taking
+// the s-th of SPLITS even shares of K and staging only that share of x; it
+// writes its fp32 partial sums to out_f32 + s n, and the consumer adds the
+// SPLITS partials (GemvW4Params::partial_sums). For the 336-tile matrices
+// (n = 5 376): more, smaller blocks, and x staged in pieces.
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
-          bool ONE_ROW = false, bool PAIRS = false>
+          bool ONE_ROW = false, bool PAIRS = false, int SPLITS = 1>
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
+  static_assert(SPLITS == 1 || ONE_ROW, "block splits are batch-1 tilings");
   static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
   static_assert(!ONE_ROW || X_DIRECT, "the one-row sums are written by StageXDirect");
   constexpr int NT = 1;
@@ -514,14 +529,19 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   const int g = lane >> 2, t = lane & 3;
   const int part = warp % KS;
   const int supers = W4PaddedK(p.k) / 128;
-  const int beg = supers * part / KS;
-  const int end = supers * (part + 1) / KS;
+  const int split = SPLITS > 1 ? static_cast<int>(blockIdx.x % SPLITS) : 0;
+  const int block_tile = SPLITS > 1 ? static_cast<int>(blockIdx.x / SPLITS) : static_cast<int>(blockIdx.x);
+  // The block's share of the super-chunks: [first, first + span).
+  const int first = supers * split / SPLITS;
+  const int span = supers * (split + 1) / SPLITS - first;
+  const int beg = first + span * part / KS;
+  const int end = first + span * (part + 1) / KS;
   const int tiles = (p.n + 15) / 16;
-  const int tile0 = blockIdx.x * kTilesPerBlock + (warp / KS) * RT;
+  const int tile0 = block_tile * kTilesPerBlock + (warp / KS) * RT;
   const int sum_stride = SHARED_SCALES ? CompactSumStride(p.batch) : 8 * NT;
   const uint4* ring = smem + warp * STAGES * kStage;
   uint4* x_stage = smem + WARPS * STAGES * kStage;
-  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * (W4PaddedK(p.k) / 8));
+  const float* group_sums = reinterpret_cast<const float*>(x_stage + p.batch * 16 * span);
 
   const uint4* w[RT];   // this lane's codes of the next super-chunk to issue
   const uint4* sc[RT];  // ... and the scales it copies
@@ -569,7 +589,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   WaitForPreviousKernel();
   AllowDependentLaunch();
   if constexpr (X_DIRECT) {
-    StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32);
+    StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32, 16 * first, 16 * span);
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
@@ -579,13 +599,14 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   // and 3 at x_odd.
   const int x_row = !ONE_ROW && g < p.batch ? g : 0;  // rows past the batch are never stored
   const int x_par = x_row & 1;
-  const uint4* x_even = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * x_par + t;
-  const uint4* x_odd = x_stage + x_row * (W4PaddedK(p.k) / 8) + 16 * beg + 4 * (x_par ^ 1) + t;
+  // (Staged from super-chunk `first` on: x rows of 16 span chunks.)
+  const uint4* x_even = x_stage + x_row * 16 * span + 16 * (beg - first) + 4 * x_par + t;
+  const uint4* x_odd = x_stage + x_row * 16 * span + 16 * (beg - first) + 4 * (x_par ^ 1) + t;
   // The starting sums of group 4 c + q (MultiplyGroup's FOLD) at sums + q *
   // sum_stride, or one_row_sums[q].
   const bool sum_lane = !SHARED_SCALES || 2 * t < sum_stride;  // columns past the stride start from 0
-  const float* sums = group_sums + 4 * beg * sum_stride + 2 * t;
-  const float4* one_row_sums = reinterpret_cast<const float4*>(group_sums) + 4 * beg;
+  const float* sums = group_sums + 4 * (beg - first) * sum_stride + 2 * t;
+  const float4* one_row_sums = reinterpret_cast<const float4*>(group_sums) + 4 * (beg - first);
 
   float acc[RT][NT][4];
 #pragma unroll
@@ -644,24 +665,41 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   CpAsyncWait<0>();
 
   if constexpr (KS > 1) ReduceParts<RT, NT, KS, WARPS>(acc, partial, warp, part, lane);
+  if constexpr (SPLITS > 1) {
+    // Batch row 0 sits in accumulators 0 (row g) and 2 (row g + 8) of lanes t = 0.
+    if (part != 0 || t != 0) return;
+    float* out = p.out_f32 + static_cast<size_t>(split) * p.n;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+#pragma unroll
+      for (int i = 0; i < 4; i += 2) {
+        const int row = (tile0 + r) * 16 + g + 4 * i;
+        if (row < p.n) out[row] = acc[r][0][i];
+      }
+    }
+    return;
+  }
   if (part == 0) StoreTiles<RT, NT>(p, acc, tile0, g, t);
 }
 
 // Falls back to GemvW4Kernel's register-pipelined tiling with x from L1/L2
 // where x does not fit kMaxStagedXBytes.
+// SPLITS > 1: the caller has checked SplitStagedXBytes against kMaxStagedXBytes
+// (a split tiling's output cannot fall back to another kernel's).
 template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHARED_SCALES = false,
-          bool ONE_ROW = false, bool PAIRS = false>
+          bool ONE_ROW = false, bool PAIRS = false, int SPLITS = 1>
 void LaunchAsync(const GemvW4Params& p, cudaStream_t stream) {
   constexpr int kRingBytes = WARPS * STAGES * RT * W4RingSlotVectors(SHARED_SCALES) * 16;
-  const int64_t staged = ONE_ROW         ? StagedXBytesOneRow(p.k)
+  const int64_t staged = SPLITS > 1      ? SplitStagedXBytes(p.k, SPLITS)
+                         : ONE_ROW       ? StagedXBytesOneRow(p.k)
                          : SHARED_SCALES ? StagedXBytesCompact(p.batch, p.k)
                                          : StagedXBytes(p.batch, p.k, 1);
-  if (staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
-  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES, ONE_ROW, PAIRS>;
+  if (SPLITS == 1 && staged > kMaxStagedXBytes) return Launch<RT, 1, 2, KS, WARPS>(p, stream);
+  constexpr auto kernel = GemvW4AsyncKernel<RT, STAGES, KS, WARPS, X_DIRECT, SHARED_SCALES, ONE_ROW, PAIRS, SPLITS>;
   // Above 48 KB needs the opt-in; a failed one shows as the launch's error.
   SetSmemLimitOnThisDevice<kernel>(static_cast<int>(kRingBytes + kMaxStagedXBytes));
   const int tiles_per_block = (WARPS / KS) * RT;
-  const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block;
+  const int blocks = ((p.n + 15) / 16 + tiles_per_block - 1) / tiles_per_block * SPLITS;
   LaunchWithPdl(kernel, dim3(blocks), dim3(WARPS * 32), static_cast<int>(kRingBytes + staged), stream, p);
 }
 
@@ -779,12 +817,14 @@ void LaunchStaged(const GemvW4Params& p, cudaStream_t stream) {
 // xa- with x staged by plain loads (its X_DIRECT), xc- xd- with each slot's
 // scales held once and the group sums compact (SHARED_SCALES); b1 in place of
 // n1: batch 1 only (GemvW4AsyncKernel's ONE_ROW); xd2-, xc2-: two
-// super-chunks per ring wait (its PAIRS).
+// super-chunks per ring wait (its PAIRS); -p<S>: S blocks per block tile,
+// each writing the partial sums of its share of K (its SPLITS).
 struct Tiling {
   const char* name;
   int nt;  // n8 x tiles: serves batches 8 (nt / 2) + 1 .. 8 nt (1 .. 8 for nt = 1)
   void (*launch)(const GemvW4Params&, cudaStream_t);
   bool batch1_only = false;
+  int splits = 1;  // > 1: partial sums only (GemvW4Params::partial_sums)
 };
 constexpr Tiling kTilings[] = {
     // Batches 1..8.
@@ -853,6 +893,16 @@ constexpr Tiling kTilings[] = {
     {"xc2-b1-t1s6k4w8", 1, LaunchAsync<1, 6, 4, 8, true, true, true, true>, true},
     {"xc2-b1-t1s8k4w8", 1, LaunchAsync<1, 8, 4, 8, true, true, true, true>, true},
     {"xc2-b1-t2s4k4w8", 1, LaunchAsync<2, 4, 4, 8, true, true, true, true>, true},
+    {"xc2-b1-t1s8k4-p2", 1, LaunchAsync<1, 8, 4, 4, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t1s6k4-p2", 1, LaunchAsync<1, 6, 4, 4, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t1s4k4-p2", 1, LaunchAsync<1, 4, 4, 4, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t1s6k4w8-p2", 1, LaunchAsync<1, 6, 4, 8, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t2s4k4w8-p2", 1, LaunchAsync<2, 4, 4, 8, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t1s4k8w8-p2", 1, LaunchAsync<1, 4, 8, 8, true, true, true, true, 2>, true, 2},
+    {"xc2-b1-t1s8k4-p3", 1, LaunchAsync<1, 8, 4, 4, true, true, true, true, 3>, true, 3},
+    {"xc2-b1-t1s8k4-p4", 1, LaunchAsync<1, 8, 4, 4, true, true, true, true, 4>, true, 4},
+    {"xc2-b1-t1s4k4-p4", 1, LaunchAsync<1, 4, 4, 4, true, true, true, true, 4>, true, 4},
+    {"xc2-b1-t1s6k4w8-p4", 1, LaunchAsync<1, 6, 4, 8, true, true, true, true, 4>, true, 4},
     // Batches 9..16.
     {"n2-t1u4k4", 2, Launch<1, 2, 4, 4, 4>},
     {"n2-t1u2k4", 2, Launch<1, 2, 2, 4, 4>},
@@ -897,7 +947,7 @@ int NtFor(int batch) { return batch <= 8 ? 1 : batch <= 16 ? 2 : batch <= 32 ? 4
 int DefaultTiling(int batch) {
   const int nt = NtFor(batch);
   for (int v = 0; v < kNumTilings; ++v) {
-    if (kTilings[v].nt == nt && !kTilings[v].batch1_only) return v;
+    if (kTilings[v].nt == nt && !kTilings[v].batch1_only && kTilings[v].splits == 1) return v;
   }
   return 0;
 }
@@ -911,9 +961,14 @@ const char* GemvW4VariantName(int variant) {
 }
 
 
-bool GemvW4VariantFits(int variant, int batch) {
+int GemvW4VariantSplits(int variant) {
+  return variant >= 0 && variant < kNumTilings ? kTilings[variant].splits : 1;
+}
+
+bool GemvW4VariantFits(int variant, int batch, bool partial_sums) {
   return variant >= 0 && variant < kNumTilings && batch >= 1 && batch <= kW4MaxBatch &&
-         kTilings[variant].nt == NtFor(batch) && (!kTilings[variant].batch1_only || batch == 1);
+         kTilings[variant].nt == NtFor(batch) && (!kTilings[variant].batch1_only || batch == 1) &&
+         (kTilings[variant].splits == 1 || partial_sums);
 }
 
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
@@ -925,8 +980,18 @@ std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
   if (p.paired && p.n % 16 != 0) return "gemv_w4a16: a paired tiling needs n a multiple of 16";
   if (p.gelu_gate && (!p.paired || !p.out_bf16)) return "gemv_w4a16: gelu_gate needs a paired tiling and bf16 output";
   if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_w4a16: unknown variant";
-  if (p.variant >= 0 && !GemvW4VariantFits(p.variant, p.batch)) {
+  if (p.partial_sums && (!p.out_f32 || p.softcap > 0.0f || p.paired || p.batch != 1)) {
+    return "gemv_w4a16: partial_sums needs fp32 output, no softcap, an unpaired matrix and batch 1";
+  }
+  if (p.variant >= 0 && kTilings[p.variant].splits > 1 && !p.partial_sums) {
+    return std::string("gemv_w4a16: tiling ") + kTilings[p.variant].name + " writes partial sums only";
+  }
+  if (p.variant >= 0 && !GemvW4VariantFits(p.variant, p.batch, p.partial_sums)) {
     return "gemv_w4a16: variant does not serve this batch size";
+  }
+  if (p.variant >= 0 && kTilings[p.variant].splits > 1 &&
+      SplitStagedXBytes(p.k, kTilings[p.variant].splits) > kMaxStagedXBytes) {
+    return "gemv_w4a16: k " + std::to_string(p.k) + " too large for tiling " + kTilings[p.variant].name;
   }
   kTilings[p.variant < 0 ? DefaultTiling(p.batch) : p.variant].launch(p, stream);
   return LaunchError("gemv_w4a16");

@@ -48,13 +48,20 @@ struct GemvW4Params {
   // paired only: out_bf16 is [batch, n / 2], gelu_tanh(first half's row r) *
   // second half's row r, from the fp32 sums (no rounding in between).
   bool gelu_gate = false;
+  // Batch 1, fp32 output, unpaired, no softcap: out_f32 receives
+  // GemvW4VariantSplits(variant) partial sums, [splits][n], whose sum is the
+  // output (the consumer adds them, in order); the split tilings need this.
+  bool partial_sums = false;
 };
 
 int NumGemvW4Variants();
 const char* GemvW4VariantName(int variant);
+// How many partial sums a tiling writes (1: the output itself).
+int GemvW4VariantSplits(int variant);
 // Whether a tiling serves `batch` rows (each covers 8, 16, 32 or 64 rows at
-// most, and a batch runs only on the narrowest width that holds it).
-bool GemvW4VariantFits(int variant, int batch);
+// most, and a batch runs only on the narrowest width that holds it); the
+// split tilings only where the caller takes partial sums.
+bool GemvW4VariantFits(int variant, int batch, bool partial_sums = false);
 std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream);
 
 }  // namespace gemma::kernels

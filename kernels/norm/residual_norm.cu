@@ -69,6 +69,15 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
       if (v >= vecs) continue;
       if (p.branch_f32) {
         Load8(p.branch_f32 + base + 8 * v, b[i]);
+        const size_t part_stride = static_cast<size_t>(p.num_tokens) * p.hidden;
+#pragma unroll
+        for (int q = 1; q < kMaxBranchParts; ++q) {
+          if (q >= p.branch_parts) break;
+          float e[8];
+          Load8(p.branch_f32 + q * part_stride + base + 8 * v, e);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) b[i][j] += e[j];
+        }
       } else {
         Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], b[i]);
         if (p.branch_col_scale != nullptr) {
@@ -157,6 +166,10 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
   if (!p.residual || !p.out_weight || !p.out) return "residual_norm: null pointer";
   if ((p.branch || p.branch_f32) && !p.branch_weight) return "residual_norm: branch without branch_weight";
   if (p.branch && p.branch_f32) return "residual_norm: give branch in one dtype";
+  if (p.branch_parts < 1 || p.branch_parts > kMaxBranchParts || (p.branch_parts > 1 && !p.branch_f32)) {
+    return "residual_norm: branch_parts " + std::to_string(p.branch_parts) + " needs branch_f32 and 1.." +
+           std::to_string(kMaxBranchParts);
+  }
   if ((p.branch_col_scale == nullptr) != (p.branch_token_scale == nullptr))
     return "residual_norm: give branch_col_scale and branch_token_scale together";
   if (p.branch_col_scale && !p.branch) return "residual_norm: branch scales need a bf16 branch";

@@ -27,6 +27,9 @@ namespace gemma::kernels {
 struct ResidualNormParams {
   const __nv_bfloat16* branch = nullptr;  // [num_tokens, hidden], or
   const float* branch_f32 = nullptr;      // the same in fp32 (saves a rounding); both null: h unchanged
+  // branch_f32 only: it holds this many partial sums, [branch_parts][num_tokens,
+  // hidden], added in order (a split W4A16 linear's, GemvW4Params::partial_sums).
+  int branch_parts = 1;                   // 1..kMaxBranchParts
   const float* branch_weight = nullptr;   // [hidden]; required with branch
   // Optional, both or neither, bf16 branch only: the branch holds an FP8
   // GEMM's unscaled sums, whose value is branch[t, c] * branch_col_scale[c] *
@@ -49,6 +52,8 @@ struct ResidualNormParams {
   // before reading `out`). An exception to kernels/common/pdl.cuh's rule.
   bool launch_next_early = false;
 };
+
+inline constexpr int kMaxBranchParts = 4;
 
 std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream);
 

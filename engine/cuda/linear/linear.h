@@ -47,6 +47,10 @@ struct LinearArgs {
   // w a fused gate|up [2 I, k]: out_bf16 is [m, I], gelu_tanh(gate) * up.
   // Only where FusesGeluGate(w, m) (else Run refuses it).
   bool gelu_gate = false;
+  // Only where Int4SplitParts(w, m, n, k) > 0: out_f32 receives that many
+  // partial sums, [parts][n], whose sum in order is the output (the
+  // residual norm adds them, ResidualNormParams::branch_parts).
+  bool partial_sums = false;
 };
 
 // The scales an fp8 Run left to the consumer of its output (Run's `left`):
@@ -82,6 +86,13 @@ class LinearDispatcher {
   // tiling whose m rows run the W4A16 kernel (not a copy or a dequantized
   // GEMM). The gelu gate kernel then need not run.
   static bool FusesGeluGate(const DeviceMatrix& w, int m);
+  // How many partial sums a Run of int4 w at m rows with partial_sums would
+  // write: the split tiling AutotuneInt4 kept for (n, k) at batch 1, else 0
+  // (run it whole).
+  int Int4SplitParts(const DeviceMatrix& w, int m, int n, int k) const;
+  // What a split tiling must beat the best whole one by, in the tuner's
+  // timing: the residual norm's extra reads of the partial sums.
+  static constexpr float kInt4SplitMarginMs = 0.0005f;
   // The wgmma FP8 linear's split-K scratch for matrices of up to max_n rows
   // (WgmmaPath::Reserve). Call at start-up, before AutotuneWgmmaFp8.
   absl::Status ReserveWgmmaFp8(int max_n) { return wgmma_.Reserve(max_n); }
@@ -107,9 +118,11 @@ class LinearDispatcher {
   // int4 `copies` of one shape (every layer's, so the timed weights stream
   // from HBM as in a step, not from L2): times every W4A16 tiling that
   // serves `batch`, launch i reading copy i % size; keeps the fastest.
+  // `partial_sums` (batch 1; `out` holds kernels::kMaxBranchParts x n
+  // floats): the split tilings too, kept apart (Int4SplitParts).
   // Autotune() on an int4 matrix times it alone.
   absl::Status AutotuneInt4(int n, int k, int batch, std::span<const DeviceMatrix> copies, const __nv_bfloat16* x,
-                            float* out, cudaStream_t stream);
+                            float* out, cudaStream_t stream, bool partial_sums = false);
   // Times the wgmma FP8 linear against the tuned GEMV (batches up to
   // kGemvMaxBatch; call after Autotune) and cuBLASLt (above) for the fp8
   // matrices `mats` of shape [n, k] (every layer's copy: see

@@ -11,7 +11,9 @@
 #include "engine/cuda/common/launch_timer.h"
 #include "engine/cuda/linear/linear.h"
 #include "kernels/gemv/gemv_w4a16.h"
+#include "kernels/norm/residual_norm.h"
 #include "kernels/quant/w4_quant.h"
+#include "spdlog/spdlog.h"
 
 namespace gemma::cuda {
 namespace {
@@ -30,6 +32,9 @@ constexpr int kMaxW4RowsWithCopy = 16;
 constexpr int kMaxW4RowsWithFp8Copy = 8;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
+  if (a.partial_sums && (row0 != 0 || kernels::GemvW4VariantSplits(variant) > kernels::kMaxBranchParts)) {
+    return "int4 linear: partial sums of more rows or splits than the residual norm adds";
+  }
   kernels::GemvW4Params p;
   p.w = static_cast<const uint8_t*>(a.w.data);
   p.scales = a.w.w4_scales;
@@ -46,6 +51,7 @@ std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaS
   p.variant = variant;
   p.paired = a.w.w4_paired;
   p.gelu_gate = a.gelu_gate;
+  p.partial_sums = a.partial_sums;
   if (a.gelu_gate) p.out_bf16 = a.out_bf16 + static_cast<size_t>(row0) * (a.n / 2);
   return kernels::LaunchGemvW4(p, stream);
 }
@@ -63,6 +69,13 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
   return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
+int LinearDispatcher::Int4SplitParts(const DeviceMatrix& w, int m, int n, int k) const {
+  if (!w.int4() || m != 1 || (w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) || Int4UsesFp8Copy(w, m)) return 0;
+  const auto& split = tuner_.choices().gemv_int4_split;
+  const auto it = split.find({n, k, 1});
+  return it == split.end() ? 0 : kernels::GemvW4VariantSplits(it->second);
+}
+
 bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
   return w.int4() && w.w4_paired && !(w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) && !Int4UsesFp8Copy(w, m) &&
          m <= kMaxW4Rows;
@@ -76,6 +89,15 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream,
   }
   if (a.gelu_gate && (a.out_bf16 == nullptr || a.n % 2 != 0)) {
     return absl::InvalidArgumentError("int4 linear: gelu_gate needs bf16 output and an even n");
+  }
+  if (a.partial_sums) {
+    if (Int4SplitParts(a.w, a.m, a.n, a.k) == 0 || a.out_f32 == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("int4 linear: partial sums of ", a.n, " x ", a.k, " at ", a.m,
+                                                     " rows: no split tiling tuned, or no fp32 output"));
+    }
+    const int variant = tuner_.choices().gemv_int4_split.at({a.n, a.k, 1});
+    GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, 0, 1, variant, stream));
+    return absl::OkStatus();
   }
   if (a.w.w4_bf16 != nullptr && a.m > kMaxW4RowsWithCopy) {
     LinearArgs b = a;
@@ -114,7 +136,8 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream,
 }
 
 absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<const DeviceMatrix> copies,
-                                            const __nv_bfloat16* x, float* out, cudaStream_t stream) {
+                                            const __nv_bfloat16* x, float* out, cudaStream_t stream,
+                                            bool partial_sums) {
   if (copies.empty()) return absl::InvalidArgumentError("int4 tuning: no matrix");
   auto timer = LaunchTimer::Create();
   if (!timer.ok()) return timer.status();
@@ -126,8 +149,13 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
   a.k = k;
   float best_ms = 1e30f;
   int best = -1;
+  float best_split_ms = 1e30f;
+  int best_split = -1;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
-    if (!kernels::GemvW4VariantFits(v, batch)) continue;
+    const bool split = kernels::GemvW4VariantSplits(v) > 1;
+    if (!kernels::GemvW4VariantFits(v, batch, partial_sums)) continue;
+    if (split && kernels::GemvW4VariantSplits(v) > kernels::kMaxBranchParts) continue;
+    a.partial_sums = split;
     auto ms = (*timer)->MeanMs(
         [&](int i) {
           a.w = copies[static_cast<size_t>(i) % copies.size()];
@@ -135,12 +163,24 @@ absl::Status LinearDispatcher::AutotuneInt4(int n, int k, int batch, std::span<c
         },
         std::max<int>(10, std::min<int>(static_cast<int>(copies.size()), 30)), stream);
     if (!ms.ok()) return ms.status();
-    if (*ms < best_ms) {
-      best_ms = *ms;
-      best = v;
+    float& best_ms_of_kind = split ? best_split_ms : best_ms;
+    if (*ms < best_ms_of_kind) {
+      best_ms_of_kind = *ms;
+      (split ? best_split : best) = v;
     }
   }
   tuner_.choices().gemv_int4[{n, k, batch}] = best;
+  const bool force = tuner_.switches().int4_split_k == TuningSwitches::Int4SplitK::kForce;
+  if (best_split >= 0) {
+    spdlog::info("cuda: int4 {}x{} batch 1: split tiling {} {:.2f} us, whole {} {:.2f} us", n, k,
+                 kernels::GemvW4VariantName(best_split), 1e3f * best_split_ms, kernels::GemvW4VariantName(best),
+                 1e3f * best_ms);
+  }
+  if (best_split >= 0 && (force || best_split_ms + kInt4SplitMarginMs < best_ms)) {
+    tuner_.choices().gemv_int4_split[{n, k, batch}] = best_split;
+  } else {
+    tuner_.choices().gemv_int4_split.erase({n, k, batch});
+  }
   return absl::OkStatus();
 }
 

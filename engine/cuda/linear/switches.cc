@@ -1,6 +1,8 @@
 #include "engine/cuda/linear/switches.h"
 
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -13,6 +15,21 @@ namespace {
 bool OnUnlessZero(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::string(v) != "0";
+}
+
+// The index in `values` of the value switch `name` is set to; `fallback`
+// when it is unset or empty, or set to none of them (logged).
+int OneOf(const char* name, std::initializer_list<const char*> values, int fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  std::string listed;
+  int i = 0;
+  for (const char* v : values) {
+    if (std::string(env) == v) return i;
+    listed += (i++ > 0 ? ", " : "") + std::string(v);
+  }
+  spdlog::warn("{}='{}' is not one of {}: {}", name, env, listed, values.begin()[fallback]);
+  return fallback;
 }
 
 WgmmaPreference WgmmaFromEnv() {
@@ -39,7 +56,8 @@ std::vector<std::string> TuningSwitches::Names() {
           "GEMMA_FP8_WGMMA_SHAPES", "GEMMA_FP8_WGMMA_MAX_M", "GEMMA_FP8_OUTER_VEC", "GEMMA_FP8_FAST_ACCUM",
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
           "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES",
-          "GEMMA_FP8_LEFT_SCALES", "GEMMA_NORM_EARLY_LAUNCH", "GEMMA_FUSED_DECODE"};
+          "GEMMA_FP8_LEFT_SCALES", "GEMMA_NORM_EARLY_LAUNCH", "GEMMA_FUSED_DECODE",
+          "GEMMA_INT4_SPLIT_K"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -69,16 +87,8 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.fp8_left_scales = OnUnlessZero("GEMMA_FP8_LEFT_SCALES");
   s.norm_early_launch = OnUnlessZero("GEMMA_NORM_EARLY_LAUNCH");
   s.fused_decode = OnUnlessZero("GEMMA_FUSED_DECODE");
-  if (const char* env = std::getenv("GEMMA_DECODE_KEYS_FROM_VALUES"); env != nullptr && *env != '\0') {
-    const std::string v(env);
-    if (v == "0") {
-      s.decode_keys_from_values = KeysFromValues::kOff;
-    } else if (v == "1") {
-      s.decode_keys_from_values = KeysFromValues::kOn;
-    } else if (v != "auto") {
-      spdlog::warn("GEMMA_DECODE_KEYS_FROM_VALUES='{}' is not one of auto, 0, 1: auto", v);
-    }
-  }
+  s.int4_split_k = static_cast<Int4SplitK>(OneOf("GEMMA_INT4_SPLIT_K", {"0", "1", "force"}, 1));
+  s.decode_keys_from_values = static_cast<KeysFromValues>(OneOf("GEMMA_DECODE_KEYS_FROM_VALUES", {"auto", "1", "0"}, 0));
   if (const char* env = std::getenv("GEMMA_DECODE_ATTENTION"); env != nullptr) s.decode_attention = env;
   return s;
 }

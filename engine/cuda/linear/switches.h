@@ -78,7 +78,7 @@ struct TuningSwitches {
   // (its build splits a sequence's keys twice as finely, which costs at
   // short depths at batch 1); 1: always; 0: never.
   static constexpr int kLongContextKeys = 32768;
-  enum class KeysFromValues { kAuto, kOn, kOff };
+  enum class KeysFromValues { kAuto, kOn, kOff };  // "auto", "1", "0", in this order (FromEnv)
   KeysFromValues decode_keys_from_values = KeysFromValues::kAuto;
   // GEMMA_DECODE_ATTENTION (default empty: the default builds): names of
   // alternative decode attention builds (kernels::DecodeVariants, e.g.
@@ -105,6 +105,15 @@ struct TuningSwitches {
   // (kernels/attention/decode_fused.h: head_dim 256 over a bf16 cache, the
   // sliding layers of the 31B) instead of three.
   bool fused_decode = true;
+  // GEMMA_INT4_SPLIT_K (default 1; 0 turns it off; force): at batch 1, an
+  // int4 o_proj or down (without tensor parallelism) may run a split W4A16
+  // tiling that writes partial sums over shares of K, which the residual
+  // norm after it adds (kernels::GemvW4Params::partial_sums,
+  // ResidualNormParams::branch_parts), where the tuner measured one faster
+  // than the best whole tiling by LinearDispatcher::kInt4SplitMarginMs;
+  // force: the fastest split tiling wherever one serves (tests).
+  enum class Int4SplitK { kOff, kMeasured, kForce };  // "0", "1", "force", in this order (FromEnv)
+  Int4SplitK int4_split_k = Int4SplitK::kMeasured;
 
   // Parsed from the environment; a malformed value is logged and the
   // default kept.

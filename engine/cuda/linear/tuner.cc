@@ -68,7 +68,8 @@ absl::Status Tuner::TuneGemv(LinearDispatcher& linear, std::span<const TunedMatr
       if (m.w.int4() && LinearDispatcher::Int4UsesFp8Copy(m.w, b)) continue;  // the copy's wgmma choice instead
       if (m.w.int4()) {
         GEMMA_STATUS_RETURN_IF_ERROR(linear.AutotuneInt4(m.n, m.k, b, int4_copies[{m.n, m.k}],
-                                                         x.get<__nv_bfloat16>(), out.get<float>(), stream));
+                                                         x.get<__nv_bfloat16>(), out.get<float>(), stream,
+                                                         m.partial_sums && b == 1));
         continue;
       }
       GEMMA_STATUS_RETURN_IF_ERROR(

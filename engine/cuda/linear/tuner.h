@@ -67,6 +67,10 @@ struct TunedChoices {
   std::map<ShapeKey, int> gemv_bf16;           // GEMV variant: LinearDispatcher::Autotune
   std::map<ShapeKey, Fp8GemvChoice> gemv_fp8;  // LinearDispatcher::Autotune
   std::map<ShapeKey, int> gemv_int4;           // W4A16 GEMV variant: LinearDispatcher::AutotuneInt4
+  // Batch 1 where the reader adds partial sums (TunedMatrix::partial_sums):
+  // a split W4A16 tiling, kept only where it beat gemv_int4's by
+  // LinearDispatcher::kInt4SplitMarginMs (LinearDispatcher::AutotuneInt4).
+  std::map<ShapeKey, int> gemv_int4_split;
   std::map<ShapeKey, WgmmaChoice> wgmma;       // WgmmaPath::Autotune
   // The algorithm each planned GEMM runs: timed at first use for the hot
   // shapes (LtGemm::Tune), else the heuristic's first.
@@ -90,6 +94,10 @@ struct TunedMatrix {
   // (LinearDispatcher::Run's LeftScales, GEMMA_FP8_LEFT_SCALES): gate|up,
   // and o_proj and down without tensor parallelism.
   bool scales_left = false;
+  // Decode's reader of its output adds a batch-1 int4 linear's partial sums
+  // (the residual norm, GEMMA_INT4_SPLIT_K): o_proj and down without tensor
+  // parallelism.
+  bool partial_sums = false;
 };
 
 class Tuner {

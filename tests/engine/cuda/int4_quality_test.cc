@@ -184,6 +184,33 @@ TEST(Int4Fp8Copy, AgainstGoldenWithinTheInt4Bounds) {
   EXPECT_TRUE(differs) << "the fp8 copy's prefill logits equal the bf16 copy's: the fp8 path did not run";
 }
 
+// GEMMA_INT4_SPLIT_K=force: every batch-1 o_proj and down runs a split
+// tiling and the residual norms add its partial sums. Decode holds the int4
+// bounds, and its logits differ from a run with the switch off (the split
+// path ran: its sums are added in another order).
+TEST(Int4SplitK, DecodeAgainstGoldenWithPartialSums) {
+  GEMMA_REQUIRE_GPU();
+  Logits split, whole;
+  {
+    setenv("GEMMA_INT4_SPLIT_K", "force", 1);
+    auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
+    unsetenv("GEMMA_INT4_SPLIT_K");
+    ASSERT_NE(b, nullptr);
+    ExpectInt4Quality(b.get(), "fortunes (split o_proj and down at batch 1)");
+    split = RunFortunes(b.get());
+  }
+  // One backend at a time: each sizes its KV pool from the free memory.
+  setenv("GEMMA_INT4_SPLIT_K", "0", 1);
+  auto b = MakeBackend(FortunesDir(), WeightDType::kINT4);
+  unsetenv("GEMMA_INT4_SPLIT_K");
+  ASSERT_NE(b, nullptr);
+  whole = RunFortunes(b.get());
+  ASSERT_EQ(split.steps.size(), whole.steps.size());
+  bool differs = false;
+  for (size_t i = 0; i < split.steps.size(); ++i) differs = differs || split.steps[i] != whole.steps[i];
+  EXPECT_TRUE(differs) << "decode logits equal with and without split tilings: the split path did not run";
+}
+
 INSTANTIATE_TEST_SUITE_P(LmHead, Int4FortunesQuality,
                          testing::Values(WeightDType::kFP8, WeightDType::kINT4, WeightDType::kBF16),
                          [](const testing::TestParamInfo<WeightDType>& i) {

@@ -71,6 +71,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   setenv("GEMMA_FP8_LEFT_SCALES", "0", 1);
   setenv("GEMMA_NORM_EARLY_LAUNCH", "0", 1);
   setenv("GEMMA_FUSED_DECODE", "0", 1);
+  setenv("GEMMA_INT4_SPLIT_K", "0", 1);
   setenv("GEMMA_DECODE_KEYS_FROM_VALUES", "0", 1);
   const TuningSwitches s = TuningSwitches::FromEnv();
   EXPECT_FALSE(s.autotune);
@@ -89,6 +90,7 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_FALSE(s.fp8_left_scales);
   EXPECT_FALSE(s.norm_early_launch);
   EXPECT_FALSE(s.fused_decode);
+  EXPECT_EQ(s.int4_split_k, TuningSwitches::Int4SplitK::kOff);
   EXPECT_EQ(s.decode_keys_from_values, TuningSwitches::KeysFromValues::kOff);
   setenv("GEMMA_FP8_WGMMA", "0", 1);
   setenv("GEMMA_FP8_WGMMA_MAX_M", "65", 1);  // out of range: the default stays
@@ -101,6 +103,10 @@ TEST(TuningSwitches, ParsesEverySwitch) {
   EXPECT_EQ(TuningSwitches::FromEnv().decode_keys_from_values, TuningSwitches::KeysFromValues::kAuto);
   setenv("GEMMA_NORM_EARLY_LAUNCH", "1", 1);  // anything but 0: on
   EXPECT_TRUE(TuningSwitches::FromEnv().norm_early_launch);
+  setenv("GEMMA_INT4_SPLIT_K", "force", 1);
+  EXPECT_EQ(TuningSwitches::FromEnv().int4_split_k, TuningSwitches::Int4SplitK::kForce);
+  setenv("GEMMA_INT4_SPLIT_K", "sometimes", 1);  // not a value: the measured choice
+  EXPECT_EQ(TuningSwitches::FromEnv().int4_split_k, TuningSwitches::Int4SplitK::kMeasured);
   UnsetAll();
 }
 

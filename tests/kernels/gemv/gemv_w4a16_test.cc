@@ -128,17 +128,19 @@ std::vector<int> BatchesOf(int variant) {
 double GeluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
 // gelu: the paired matrix's gelu gate, [batch, n / 2] bf16. x_stddev: x's
-// spread.
+// spread. partial: fp32 partial sums (GemvW4Params::partial_sums), added
+// here in order as their consumer does.
 void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float softcap, bool gelu = false,
-               float x_stddev = 1.0f) {
+               float x_stddev = 1.0f, bool partial = false) {
   const Shape& s = m.s;
   SCOPED_TRACE(testing::Message() << "n=" << s.n << " k=" << s.k << " group=" << m.group << " batch=" << batch
                                   << " variant=" << kernels::GemvW4VariantName(variant) << " paired=" << m.paired
-                                  << " gelu=" << gelu << " x_stddev=" << x_stddev);
+                                  << " gelu=" << gelu << " x_stddev=" << x_stddev << " partial=" << partial);
   const int width = gelu ? s.n / 2 : s.n;  // output columns
+  const int parts = partial ? kernels::GemvW4VariantSplits(variant) : 1;
   const auto xb = gpu_test::ToBf16(gpu_test::RandomFloats(size_t(batch) * s.k, 0.0f, x_stddev));
   DeviceArray<__nv_bfloat16> x(xb);
-  DeviceArray<float> out32(size_t(batch) * width);
+  DeviceArray<float> out32(size_t(parts) * batch * width);
   DeviceArray<__nv_bfloat16> out16(size_t(batch) * width);
   out32.Poison();
   out16.Poison();
@@ -154,9 +156,14 @@ void CheckGemv(const W4Matrix& m, int batch, int variant, bool f32_out, float so
   p.variant = variant;
   p.paired = m.paired;
   p.gelu_gate = gelu;
+  p.partial_sums = partial;
   ASSERT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
   CUDA_OK(cudaDeviceSynchronize());
-  const std::vector<float> got = f32_out ? out32.Download() : gpu_test::ToFloat(out16.Download());
+  std::vector<float> got = f32_out ? out32.Download() : gpu_test::ToFloat(out16.Download());
+  for (int part = 1; part < parts; ++part) {
+    for (int i = 0; i < width; ++i) got[i] += got[size_t(part) * width + i];
+  }
+  got.resize(size_t(batch) * width);
   std::vector<int> rows;
   const bool all = int64_t(s.n) * s.k <= (1 << 21);
   for (int r = 0; r < width && all; ++r) rows.push_back(r);
@@ -261,8 +268,8 @@ TEST(GemvW4Test, SmallAndOddShapesEveryTilingBothGroups) {
       // partial from -136 * sum(x): fp32 outputs hold the same tolerance.
       for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
         const std::string name = kernels::GemvW4VariantName(v);
-        if (name.rfind("xs-", 0) == 0 || name.rfind("xa-", 0) == 0 || name.rfind("xd", 0) == 0 ||
-            name.rfind("xc", 0) == 0) {
+        if (kernels::GemvW4VariantFits(v, 1) && (name.rfind("xs-", 0) == 0 || name.rfind("xa-", 0) == 0 ||
+                                                 name.rfind("xd", 0) == 0 || name.rfind("xc", 0) == 0)) {
           CheckGemv(*m, 1, v, true, 0.0f);
         }
         // xc- keeps a group sum per batch row (rows rounded up to even):
@@ -318,7 +325,9 @@ TEST(GemvW4Test, RealShapesGroup128) {
   GEMMA_REQUIRE_GPU();
   for (Shape s : {Shape{5376, 8192}, Shape{4096, 5376}}) {
     auto m = HostMatrix(s, 128);
-    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) CheckGemv(*m, BatchesOf(v).back(), v, false, 0.0f);
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+      if (!BatchesOf(v).empty()) CheckGemv(*m, BatchesOf(v).back(), v, false, 0.0f);
+    }
   }
 }
 
@@ -348,6 +357,31 @@ TEST(GemvW4Test, PairedTilingRowsInOrderAndGeluGate) {
   CheckGemv(*big, 1, -1, false, 0.0f, false);
 }
 
+// The split tilings (-p<S>): S blocks per tile, each the partial sums of its
+// share of K; their sum, in order, holds the fp32 tolerance. Shapes with
+// fewer super-chunks than splits (empty shares), odd ones, both groups, and
+// the 31B's n = 5 376 matrices they are for. The other batch-1 tilings write
+// one partial, the output itself.
+TEST(GemvW4Test, SplitTilingsPartialSumsAddUpToTheOutput) {
+  GEMMA_REQUIRE_GPU();
+  auto check_all = [](const W4Matrix& m) {
+    for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+      if (!kernels::GemvW4VariantFits(v, 1, true)) continue;
+      if (kernels::GemvW4VariantSplits(v) == 1 && m.s.k > 1056) continue;  // host reference time
+      CheckGemv(m, 1, v, true, 0.0f, false, 1.0f, true);
+    }
+  };
+  for (Shape s : {Shape{7, 32}, Shape{33, 96}, Shape{512, 256}, Shape{1000, 544}, Shape{4099, 1056}}) {
+    for (int group : {32, 128}) check_all(*HostMatrix(s, group));
+  }
+  for (Shape s : {Shape{5376, 8192}, Shape{5376, 16384}, Shape{5376, 21504}}) check_all(*DeviceMatrix(s));
+  auto m = HostMatrix(Shape{256, 1056}, 32);
+  for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    if (kernels::GemvW4VariantSplits(v) == 1) continue;
+    for (float spread : {2e5f, 1e-6f}) CheckGemv(*m, 1, v, true, 0.0f, false, spread, true);
+  }
+}
+
 TEST(DequantizeW4Test, PairedTilingKeepsTheRowOrder) {
   GEMMA_REQUIRE_GPU();
   const Shape s{64, 160};
@@ -372,12 +406,21 @@ TEST(GemvW4Tilings, BatchOneTilingsServeOnlyBatchOne) {
   int batch_one = 0;
   for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
     const std::string name = kernels::GemvW4VariantName(v);
-    if (name.find("-b1-") == std::string::npos) continue;
+    if (name.find("-b1-") == std::string::npos || kernels::GemvW4VariantSplits(v) > 1) continue;
     ++batch_one;
     EXPECT_TRUE(kernels::GemvW4VariantFits(v, 1)) << name;
     for (int b = 2; b <= kernels::kW4MaxBatch; ++b) EXPECT_FALSE(kernels::GemvW4VariantFits(v, b)) << name << " " << b;
   }
   EXPECT_GT(batch_one, 0);
+  // Split tilings serve batch 1 only where the caller takes partial sums.
+  int split = 0;
+  for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    if (kernels::GemvW4VariantSplits(v) == 1) continue;
+    ++split;
+    EXPECT_FALSE(kernels::GemvW4VariantFits(v, 1)) << kernels::GemvW4VariantName(v);
+    EXPECT_TRUE(kernels::GemvW4VariantFits(v, 1, true)) << kernels::GemvW4VariantName(v);
+  }
+  EXPECT_GT(split, 0);
   for (int b = 1; b <= kernels::kW4MaxBatch; ++b) {
     int fits = 0;
     for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) fits += kernels::GemvW4VariantFits(v, b);
@@ -414,6 +457,24 @@ TEST(GemvW4Test, RejectsBadArguments) {
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
   p.paired = true;  // n = 1: not a multiple of 16
   EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  p.gelu_gate = false;
+  p.paired = false;
+  p.partial_sums = true;  // bf16 output
+  EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+  DeviceArray<float> out32(4 * 64);
+  p.out_bf16 = nullptr;
+  p.out_f32 = out32.get();
+  for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
+    if (kernels::GemvW4VariantSplits(v) == 1) continue;
+    p.variant = v;
+    p.partial_sums = false;  // a split tiling writes partial sums only
+    EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+    p.partial_sums = true;
+    EXPECT_EQ(kernels::LaunchGemvW4(p, nullptr), "");
+    p.batch = 2;
+    EXPECT_NE(kernels::LaunchGemvW4(p, nullptr), "");
+    p.batch = 1;
+  }
 }
 
 }  // namespace

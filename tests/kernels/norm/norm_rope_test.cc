@@ -23,18 +23,33 @@ using gpu_test::ToF;
 // late_branch: the (bf16) branch is NaN until a kernel launched just before
 // the norm writes it 200 us after letting the norm launch (LaunchLateCopy):
 // the norm must still read it only after its PDL wait.
+// parts (fp32 branch): the branch as that many partial sums
+// (ResidualNormParams::branch_parts), random pieces the kernel adds in
+// order; the reference takes their float sum in that order.
 void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
-                       bool left_scales = false, bool launch_next_early = false, bool late_branch = false) {
+                       bool left_scales = false, bool launch_next_early = false, bool late_branch = false,
+                       int parts = 1) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
-                                  << " left_scales=" << left_scales << " early=" << launch_next_early);
+                                  << " left_scales=" << left_scales << " early=" << launch_next_early
+                                  << " parts=" << parts);
   const size_t n = static_cast<size_t>(tokens) * hidden;
   const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
   const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n, 0.0f, left_scales ? 200.0f : 1.0f));
   const auto col = gpu_test::RandomFloats(hidden, 0.005f, 0.001f);
   const auto tok = gpu_test::RandomFloats(tokens, 0.01f, 0.002f);
   DeviceArray<float> dcol(col), dtok(tok);
+  std::vector<float> pieces = gpu_test::RandomFloats(n * parts, 0.0f, 0.5f);
+  std::vector<float> summed(n);
+  for (size_t i = 0; i < n; ++i) {
+    float rest = 0.0f;
+    for (int q = 1; q < parts; ++q) rest += pieces[q * n + i];
+    pieces[i] = ToF(br[i]) - rest;
+    float sum = pieces[i];
+    for (int q = 1; q < parts; ++q) sum += pieces[q * n + i];
+    summed[i] = sum;
+  }
   auto branch_value = [&](int t, int i) {
-    const double v = ToF(br[size_t(t) * hidden + i]);
+    const double v = parts > 1 ? summed[size_t(t) * hidden + i] : ToF(br[size_t(t) * hidden + i]);
     return left_scales ? v * col[i] * tok[t] : v;
   };
   const auto wb = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
@@ -42,11 +57,12 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   const float s = 0.7f;
   DeviceArray<float> dh(h0), dwb(wb), dwo(wo), ds(std::vector<float>{s});
   DeviceArray<__nv_bfloat16> dbr(br), dout(n);
-  DeviceArray<float> dbr32(gpu_test::ToFloat(br));
+  DeviceArray<float> dbr32(parts > 1 ? pieces : gpu_test::ToFloat(br));
   dout.Poison();
   kernels::ResidualNormParams p;
   p.branch = branch && !f32_branch ? dbr.get() : nullptr;
   p.branch_f32 = branch && f32_branch ? dbr32.get() : nullptr;
+  p.branch_parts = parts;
   p.branch_weight = dwb.get();
   if (left_scales) {
     p.branch_col_scale = dcol.get();
@@ -147,6 +163,43 @@ TEST(ResidualNormTest, LaunchingTheNextKernelEarlyChangesNoResult) {
   }
 }
 
+// A valid norm of one 8-wide token with a bf16 branch (the argument checks
+// start from it).
+kernels::ResidualNormParams OneTokenOfEight(float* h, float* w, __nv_bfloat16* b, __nv_bfloat16* out) {
+  kernels::ResidualNormParams p;
+  p.branch = b;
+  p.branch_weight = w;
+  p.residual = h;
+  p.out_weight = w;
+  p.out = out;
+  p.num_tokens = 1;
+  p.hidden = 8;
+  return p;
+}
+
+// A split W4A16 linear's partial sums as the branch, added in order.
+TEST(ResidualNormTest, AddsTheBranchsPartialSums) {
+  GEMMA_REQUIRE_GPU();
+  for (int parts = 2; parts <= kernels::kMaxBranchParts; ++parts) {
+    CheckResidualNorm(1, 5376, true, true, /*f32_branch=*/true, false, false, false, parts);
+    CheckResidualNorm(1, 5376, true, false, true, false, /*launch_next_early=*/true, false, parts);
+    CheckResidualNorm(3, 4104, true, true, true, false, false, false, parts);
+    CheckResidualNorm(257, 2048, true, true, true, false, false, false, parts);
+  }
+  // Only on an fp32 branch, and 1..kMaxBranchParts of them.
+  DeviceArray<float> h(8), w(8);
+  DeviceArray<__nv_bfloat16> b(8), out(8);
+  kernels::ResidualNormParams p = OneTokenOfEight(h.get(), w.get(), b.get(), out.get());
+  p.branch_parts = 2;
+  EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
+  p.branch = nullptr;
+  p.branch_f32 = h.get();
+  p.branch_parts = kernels::kMaxBranchParts + 1;
+  EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
+  p.branch_parts = 0;
+  EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
+}
+
 TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {
   GEMMA_REQUIRE_GPU();
   CheckResidualNorm(64, 5376, true, true, false, /*left_scales=*/true);
@@ -155,14 +208,7 @@ TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {
   // Both scales or neither, and only on a bf16 branch.
   DeviceArray<float> h(8), w(8), scale(8);
   DeviceArray<__nv_bfloat16> b(8), out(8);
-  kernels::ResidualNormParams p;
-  p.branch = b.get();
-  p.branch_weight = w.get();
-  p.residual = h.get();
-  p.out_weight = w.get();
-  p.out = out.get();
-  p.num_tokens = 1;
-  p.hidden = 8;
+  kernels::ResidualNormParams p = OneTokenOfEight(h.get(), w.get(), b.get(), out.get());
   p.branch_col_scale = scale.get();
   EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
   p.branch_token_scale = scale.get();
