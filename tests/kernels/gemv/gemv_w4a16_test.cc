@@ -307,6 +307,7 @@ TEST(GemvW4Test, RealShapesEveryTilingQ4_0) {
     auto m = DeviceMatrix(s);
     for (int v = 0; v < kernels::NumGemvW4Variants(); ++v) {
       const std::vector<int> batches = BatchesOf(v);
+      if (batches.empty()) continue;  // the split tilings: SplitTilingsPartialSumsAddUpToTheOutput
       // Host reference time: the widths above 8 rows at their largest batch
       // (the small shapes check both ends), the LM head only up to 8 rows.
       if (s.n == 262144 && batches.front() > 1) continue;
