@@ -981,7 +981,8 @@ std::string LaunchGemvW4(const GemvW4Params& p, cudaStream_t stream) {
   if (p.gelu_gate && (!p.paired || !p.out_bf16)) return "gemv_w4a16: gelu_gate needs a paired tiling and bf16 output";
   if (p.variant < -1 || p.variant >= kNumTilings) return "gemv_w4a16: unknown variant";
   if (p.partial_sums && (!p.out_f32 || p.softcap > 0.0f || p.paired || p.batch != 1)) {
-    return "gemv_w4a16: partial_sums needs fp32 output, no softcap, an unpaired matrix and batch 1";
+    return "gemv_w4a16: partial_sums needs fp32 output, no softcap, an unpaired matrix and batch 1 (batch " +
+           std::to_string(p.batch) + ")";
   }
   if (p.variant >= 0 && kTilings[p.variant].splits > 1 && !p.partial_sums) {
     return std::string("gemv_w4a16: tiling ") + kTilings[p.variant].name + " writes partial sums only";
