@@ -15,7 +15,8 @@
 #                              and the batch-1 sum of one token (GEMM rows: unset
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
-#      @512 and @8K (and twice more each with GEMMA_FUSED_DECODE=0 and the default), @512
+#      @512 and @8K (and twice more each with GEMMA_FUSED_DECODE=0 and the default, and
+#      with GEMMA_INT4_SPLIT_K=0 and the default), @512
 #      with each kind of launch left out (--omit, timing only); then batched decode at
 #      64 sequences x 2048 with the fp8 KV cache
 #      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
@@ -44,6 +45,12 @@ cmd_int4() {
   for i in 1 2; do
     GEMMA_FUSED_DECODE=0 run "bench_int4_unfused_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
     run "bench_int4_default_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+  done
+  # Whole tilings only for o_proj and down at batch 1 (GEMMA_INT4_SPLIT_K=0), alternated with the
+  # default (split tilings where the tuner measured them faster; the log names its picks).
+  for i in 1 2; do
+    GEMMA_INT4_SPLIT_K=0 run "bench_int4_nosplit_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+    run "bench_int4_split_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
   done
   # What each kind of launch costs inside the decode graph at batch 1 (timing only: outputs wrong).
   local kind
@@ -75,9 +82,9 @@ cmd_int4() {
   grep -h 'int4-quality' "$out/gpu_int4_quality_test.log"
   echo "==== W4A16 kernel (tiled code + scale bytes / time, best tiling; ceiling 4.35 TB/s)"
   grep -hE '^w4-gemv .* b(1|8|16|64) |decode token' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g'
-  grep -hE '^ +tiling .* b1 +x[adc]-' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g' | head -60
+  grep -hE '^ +tiling .* b1 +x[adc]2?-|partial sums' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g' | head -60
   echo "==== gemma-bench 31B int4 (targets: decode@512 >= 170, @8K >= 160, prefill@8K >= 12,334 tok/s)"
   for f in "$out"/bench_int4*.log; do
-    grep -hE 'bench: |quantized|error|Error|ready|^ +64 ' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
+    grep -hE 'bench: |quantized|error|Error|ready|^ +64 |split tiling' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
   done
 }
