@@ -333,7 +333,8 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   // bf16 branch outputs. An fp32 branch (ResidualNormParams::branch_f32)
   // measured better prefill rows but a worse decode row on fortunes
   // (2026-11-30: 0.023-0.033 vs <= 0.018 at prompt 1 step 26): noise-level,
-  // so the measured-green bf16 path stays.
+  // so the measured-green bf16 path stays (except a split int4 linear's
+  // partial sums at batch 1, below, which are fp32).
   auto* proj = proj_.get<__nv_bfloat16>();
   uint8_t* codes = nullptr;  // the fp8 input of the next linear, when its producer wrote one
   float* scales = nullptr;
