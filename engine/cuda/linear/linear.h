@@ -161,6 +161,9 @@ class LinearDispatcher {
       : tuner_(tuner), a16_(tuner.switches().fp8_a16), wgmma_(tuner) {}
   int VariantFor(int n, int k, int batch) const;
   absl::Status RunInt4(const LinearArgs& a, cudaStream_t stream, LeftScales* left);
+  // The split W4A16 tiling a partial-sum Run of int4 w at m rows launches
+  // (Int4SplitParts), or -1.
+  int Int4SplitVariant(const DeviceMatrix& w, int m, int n, int k) const;
   // The fp8 GEMV variant for (n, k, m): a16 (when x comes in bf16) if it
   // beats E4M3 plus, unless x comes quantized, the quantization; -1 (the E4M3
   // default) when untuned.

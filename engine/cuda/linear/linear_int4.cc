@@ -32,9 +32,6 @@ constexpr int kMaxW4RowsWithCopy = 16;
 constexpr int kMaxW4RowsWithFp8Copy = 8;
 
 std::string LaunchW4(const LinearArgs& a, int row0, int rows, int variant, cudaStream_t stream) {
-  if (a.partial_sums && (row0 != 0 || kernels::GemvW4VariantSplits(variant) > kernels::kMaxBranchParts)) {
-    return "int4 linear: partial sums of more rows or splits than the residual norm adds";
-  }
   kernels::GemvW4Params p;
   p.w = static_cast<const uint8_t*>(a.w.data);
   p.scales = a.w.w4_scales;
@@ -69,11 +66,16 @@ bool LinearDispatcher::Int4UsesFp8Copy(const DeviceMatrix& w, int m) {
   return w.w4_bf16 == nullptr && w.w4_fp8 != nullptr && m > kMaxW4RowsWithFp8Copy;
 }
 
-int LinearDispatcher::Int4SplitParts(const DeviceMatrix& w, int m, int n, int k) const {
-  if (!w.int4() || m != 1 || (w.w4_bf16 != nullptr && m > kMaxW4RowsWithCopy) || Int4UsesFp8Copy(w, m)) return 0;
+int LinearDispatcher::Int4SplitVariant(const DeviceMatrix& w, int m, int n, int k) const {
+  if (!w.int4() || m != 1 || Int4UsesFp8Copy(w, m)) return -1;
   const auto& split = tuner_.choices().gemv_int4_split;
   const auto it = split.find({n, k, 1});
-  return it == split.end() ? 0 : kernels::GemvW4VariantSplits(it->second);
+  return it == split.end() ? -1 : it->second;
+}
+
+int LinearDispatcher::Int4SplitParts(const DeviceMatrix& w, int m, int n, int k) const {
+  const int variant = Int4SplitVariant(w, m, n, k);
+  return variant < 0 ? 0 : kernels::GemvW4VariantSplits(variant);
 }
 
 bool LinearDispatcher::FusesGeluGate(const DeviceMatrix& w, int m) {
@@ -91,11 +93,11 @@ absl::Status LinearDispatcher::RunInt4(const LinearArgs& a, cudaStream_t stream,
     return absl::InvalidArgumentError("int4 linear: gelu_gate needs bf16 output and an even n");
   }
   if (a.partial_sums) {
-    if (Int4SplitParts(a.w, a.m, a.n, a.k) == 0 || a.out_f32 == nullptr) {
+    const int variant = Int4SplitVariant(a.w, a.m, a.n, a.k);
+    if (variant < 0 || a.out_f32 == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("int4 linear: partial sums of ", a.n, " x ", a.k, " at ", a.m,
                                                      " rows: no split tiling tuned, or no fp32 output"));
     }
-    const int variant = tuner_.choices().gemv_int4_split.at({a.n, a.k, 1});
     GEMMA_KERNEL_RETURN_IF_ERROR(LaunchW4(a, 0, 1, variant, stream));
     return absl::OkStatus();
   }
