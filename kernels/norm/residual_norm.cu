@@ -70,13 +70,21 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
       if (p.branch_f32) {
         Load8(p.branch_f32 + base + 8 * v, b[i]);
         const size_t part_stride = static_cast<size_t>(p.num_tokens) * p.hidden;
+        // Every part's load is issued before any is added, so the parts cost one
+        // round trip; absent parts re-read the last one (a cache hit) and add nothing.
+        if (p.branch_parts > 1) {
+          float e[kMaxBranchParts - 1][8];
 #pragma unroll
-        for (int q = 1; q < kMaxBranchParts; ++q) {
-          if (q >= p.branch_parts) break;
-          float e[8];
-          Load8(p.branch_f32 + q * part_stride + base + 8 * v, e);
+          for (int q = 1; q < kMaxBranchParts; ++q) {
+            const int part = min(q, p.branch_parts - 1);
+            Load8(p.branch_f32 + part * part_stride + base + 8 * v, e[q - 1]);
+          }
 #pragma unroll
-          for (int j = 0; j < 8; ++j) b[i][j] += e[j];
+          for (int q = 1; q < kMaxBranchParts; ++q) {
+            if (q >= p.branch_parts) break;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) b[i][j] += e[q - 1][j];
+          }
         }
       } else {
         Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], b[i]);
