@@ -186,6 +186,10 @@ bool ModelForward::KeysFromValues(const LayerSpec& s) const {
   return s.k_eq_v && (want == K::kOn || (want == K::kAuto && max_context_ >= TuningSwitches::kLongContextKeys));
 }
 
+bool ModelForward::NormOverCluster(int tokens) const {
+  return tuner_ != nullptr && tuner_->switches().norm_cluster && tokens <= kernels::kClusterNormMaxTokens;
+}
+
 int ModelForward::DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const {
   if (decode_splits_ > 0) return decode_splits_;
   constexpr int kSlidingBlocksPerSm = 2;
@@ -233,6 +237,7 @@ absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t st
   np.num_tokens = shape.num_tokens;
   np.hidden = c.hidden_size;
   np.eps = c.rms_norm_eps;
+  np.over_cluster = NormOverCluster(shape.num_tokens);
   EmitFp8(weights_->layers()[0].qkv, shape.num_tokens, weights_->layers()[0].qkv_rows, c.hidden_size,
           &np.out_fp8, &np.out_scale, false);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
@@ -387,6 +392,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.eps = c.rms_norm_eps;
   np.launch_next_early = tuner_ != nullptr && tuner_->switches().norm_early_launch && shape.max_q_len == 1 &&
                          t <= TuningSwitches::kNormEarlyLaunchTokens;
+  np.over_cluster = NormOverCluster(t);  // also for the norm after the MLP, which reuses np
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
   if (!omit_.norms) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 

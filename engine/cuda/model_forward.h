@@ -93,6 +93,9 @@ class ModelForward {
   // The alternative decode build GEMMA_DECODE_ATTENTION names for this
   // head_dim and cache dtype (its index in kernels::DecodeVariants), or -1.
   int DecodeVariant(int head_dim, bool kv_fp8) const;
+  // Whether a pass of `tokens` runs its residual norms over a cluster of
+  // blocks per token (kernels::ResidualNormParams::over_cluster; GEMMA_NORM_CLUSTER).
+  bool NormOverCluster(int tokens) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
   // also writes its E4M3 codes and per-token scales when the linear (m x k

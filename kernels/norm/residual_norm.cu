@@ -1,5 +1,7 @@
 #include "kernels/norm/residual_norm.h"
 
+#include <cooperative_groups.h>
+
 #include "kernels/common/bf16_vec.cuh"
 #include "kernels/common/launch.h"
 #include "kernels/common/pdl.cuh"
@@ -8,8 +10,48 @@
 namespace gemma::kernels {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kThreads = 256;
 constexpr int kMaxHidden = 16384;
+// The form over a cluster (ResidualNormParams::over_cluster): blocks per token and their threads.
+constexpr int kClusterBlocks = 8;
+constexpr int kClusterThreads = 128;
+
+// Vector v of token `token`'s branch, as the residual takes it: the sum of
+// its fp32 partial sums (every part's load issued before any is added, so
+// the parts cost one round trip; absent parts re-read the last one, a cache
+// hit, and add nothing), or the bf16 branch with the scales a GEMM left.
+__device__ __forceinline__ void LoadBranch(const ResidualNormParams& p, int token, int v, float (&b)[8]) {
+  const size_t base = static_cast<size_t>(token) * p.hidden;
+  if (p.branch_f32) {
+    Load8(p.branch_f32 + base + 8 * v, b);
+    if (p.branch_parts > 1) {
+      const size_t part_stride = static_cast<size_t>(p.num_tokens) * p.hidden;
+      float e[kMaxBranchParts - 1][8];
+#pragma unroll
+      for (int q = 1; q < kMaxBranchParts; ++q) {
+        const int part = min(q, p.branch_parts - 1);
+        Load8(p.branch_f32 + part * part_stride + base + 8 * v, e[q - 1]);
+      }
+#pragma unroll
+      for (int q = 1; q < kMaxBranchParts; ++q) {
+        if (q >= p.branch_parts) break;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) b[j] += e[q - 1][j];
+      }
+    }
+  } else {
+    Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], b);
+    if (p.branch_col_scale != nullptr) {
+      const float ts = __ldg(p.branch_token_scale + token);
+      float cs[8];
+      Load8(p.branch_col_scale + 8 * v, cs);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[j] *= cs[j] * ts;
+    }
+  }
+}
 
 // One block per token; thread i owns 8-element vectors i, i + kThreads, ...
 // (VPT of them) and holds them in registers from the first load to the last
@@ -27,19 +69,37 @@ constexpr int kMaxHidden = 16384;
 // stores (holding the weights too, one block fit and an 8K-token pass at the
 // 31B's width ran at ~2 TB/s, 2026-12-02).
 // EARLY: ResidualNormParams::launch_next_early (decode form only).
-template <int VPT, bool MANY, bool EARLY = false>
-__global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 ? 2 : 1)
+// CLUSTER (decode form, ResidualNormParams::over_cluster): a cluster of
+// kClusterBlocks blocks of kClusterThreads threads per token, each taking an
+// even slice of the row, whose sums of squares (and fp8 row maximum) are
+// combined through distributed shared memory: a row's loads and stores then
+// go through kClusterBlocks multiprocessors instead of one (at batch 1 a
+// split linear's fp32 partial sums are up to 86 KB a row).
+template <int VPT, bool MANY, bool EARLY = false, bool CLUSTER = false>
+__global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 ? 2 : 1)
     ResidualNormKernel(const __grid_constant__ ResidualNormParams p) {
+  static_assert(!(CLUSTER && MANY), "the cluster form is a decode form");
+  constexpr int kStride = CLUSTER ? kClusterThreads : kThreads;
   __shared__ float scratch[32];
+  // CLUSTER: the token is blockIdx.y and this block's vectors [first, end)
+  // the rank-th of kClusterBlocks even slices of the row.
+  const int token = CLUSTER ? blockIdx.y : blockIdx.x;
   const int vecs = p.hidden / 8;
-  const size_t base = static_cast<size_t>(blockIdx.x) * p.hidden;
+  int first = 0, end = vecs, rank = 0;
+  if constexpr (CLUSTER) {
+    rank = static_cast<int>(cg::this_cluster().block_rank());
+    const int per_block = (vecs + kClusterBlocks - 1) / kClusterBlocks;
+    first = rank * per_block;
+    end = min(vecs, first + per_block);
+  }
+  const size_t base = static_cast<size_t>(token) * p.hidden;
   const bool has_branch = p.branch != nullptr || p.branch_f32 != nullptr;
   float ow[MANY ? 1 : VPT][8], bw[MANY ? 1 : VPT][8];
   if constexpr (!MANY) {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const int v = threadIdx.x + i * kThreads;
-      if (v >= vecs) continue;
+      const int v = first + threadIdx.x + i * kStride;
+      if (v >= end) continue;
       Load8(p.out_weight + 8 * v, ow[i]);
       if (has_branch) Load8(p.branch_weight + 8 * v, bw[i]);
     }
@@ -53,6 +113,25 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
       return held[i];
     }
   };
+  // The row's sum (or largest value, max) of every thread's v: over the block,
+  // or with CLUSTER over the cluster's blocks through distributed shared
+  // memory, in rank order (slot k of each block's block_values).
+  __shared__ float block_values[CLUSTER ? 3 : 1];
+  auto row_reduce = [&](float v, int k, bool max) {
+    v = max ? BlockMax(v, scratch) : BlockSum(v, scratch);
+    if constexpr (CLUSTER) {
+      const cg::cluster_group cluster = cg::this_cluster();
+      if (threadIdx.x == 0) block_values[k] = v;
+      cluster.sync();
+      v = 0.0f;  // amax >= 0
+#pragma unroll
+      for (int b = 0; b < kClusterBlocks; ++b) {
+        const float u = cluster.map_shared_rank(block_values, b)[k];
+        v = max ? fmaxf(v, u) : v + u;
+      }
+    }
+    return v;
+  };
   const float s = p.layer_scalar ? __ldg(p.layer_scalar) : 1.0f;
   if constexpr (EARLY) AllowDependentLaunch();
   WaitForPreviousKernel();
@@ -65,47 +144,19 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
     float b[VPT][8];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const int v = threadIdx.x + i * kThreads;
-      if (v >= vecs) continue;
-      if (p.branch_f32) {
-        Load8(p.branch_f32 + base + 8 * v, b[i]);
-        const size_t part_stride = static_cast<size_t>(p.num_tokens) * p.hidden;
-        // Every part's load is issued before any is added, so the parts cost one
-        // round trip; absent parts re-read the last one (a cache hit) and add nothing.
-        if (p.branch_parts > 1) {
-          float e[kMaxBranchParts - 1][8];
-#pragma unroll
-          for (int q = 1; q < kMaxBranchParts; ++q) {
-            const int part = min(q, p.branch_parts - 1);
-            Load8(p.branch_f32 + part * part_stride + base + 8 * v, e[q - 1]);
-          }
-#pragma unroll
-          for (int q = 1; q < kMaxBranchParts; ++q) {
-            if (q >= p.branch_parts) break;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) b[i][j] += e[q - 1][j];
-          }
-        }
-      } else {
-        Unpack8(reinterpret_cast<const uint4*>(p.branch + base)[v], b[i]);
-        if (p.branch_col_scale != nullptr) {
-          const float ts = __ldg(p.branch_token_scale + blockIdx.x);
-          float cs[8];
-          Load8(p.branch_col_scale + 8 * v, cs);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) b[i][j] *= cs[j] * ts;
-        }
-      }
+      const int v = first + threadIdx.x + i * kStride;
+      if (v >= end) continue;
+      LoadBranch(p, token, v, b[i]);
       Load8(h + 8 * v, x[i]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += b[i][j] * b[i][j];
     }
-    const float rb = rsqrtf(BlockSum(ss, scratch) / p.hidden + p.eps);
+    const float rb = rsqrtf(row_reduce(ss, 0, false) / p.hidden + p.eps);
     ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const int v = threadIdx.x + i * kThreads;
-      if (v >= vecs) continue;
+      const int v = first + threadIdx.x + i * kStride;
+      if (v >= end) continue;
       const float* w = weights(p.branch_weight, bw, i, v);
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -117,21 +168,21 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
   } else {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const int v = threadIdx.x + i * kThreads;
-      if (v >= vecs) continue;
+      const int v = first + threadIdx.x + i * kStride;
+      if (v >= end) continue;
       Load8(h + 8 * v, x[i]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += x[i][j] * x[i][j];
     }
   }
-  const float r = rsqrtf(BlockSum(ss, scratch) / p.hidden + p.eps);
+  const float r = rsqrtf(row_reduce(ss, 1, false) / p.hidden + p.eps);
   uint4 o[VPT];
   float amax = 0.0f;
   uint4* out = reinterpret_cast<uint4*>(p.out + base);
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * kThreads;
-    if (v >= vecs) continue;
+    const int v = first + threadIdx.x + i * kStride;
+    if (v >= end) continue;
     const float* w = weights(p.out_weight, ow, i, v);
     float f[8];
 #pragma unroll
@@ -140,17 +191,42 @@ __global__ void __launch_bounds__(kThreads, !MANY ? 1 : VPT <= 3 ? 3 : VPT == 4 
     out[v] = o[i];
     amax = fmaxf(amax, AbsMax8(o[i]));
   }
-  if (p.out_fp8 == nullptr) return;
-  // The codes quantize the bf16 values just stored (the same bits as
-  // quantizing `out`, without re-reading it).
-  const float scale = Fp8RowScale(BlockMax(amax, scratch));
-  const float inv = 1.0f / scale;
-  if (threadIdx.x == 0) p.out_scale[blockIdx.x] = scale;
-  uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + base);
+  if (p.out_fp8 != nullptr) {
+    // The codes quantize the bf16 values just stored (the same bits as
+    // quantizing `out`, without re-reading it; the row's largest magnitude
+    // does not depend on the order it is taken in).
+    const float scale = Fp8RowScale(row_reduce(amax, 2 * CLUSTER, true));
+    const float inv = 1.0f / scale;
+    if (rank == 0 && threadIdx.x == 0) p.out_scale[token] = scale;
+    uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + base);
 #pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * kThreads;
-    if (v < vecs) out_fp8[v] = QuantizeE4M3x8(o[i], inv);
+    for (int i = 0; i < VPT; ++i) {
+      const int v = first + threadIdx.x + i * kStride;
+      if (v < end) out_fp8[v] = QuantizeE4M3x8(o[i], inv);
+    }
+  }
+  if constexpr (CLUSTER) cg::this_cluster().sync();  // no block leaves while another may still read its values
+}
+
+template <int VPT>
+void LaunchOverCluster(const ResidualNormParams& p, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kClusterBlocks, p.num_tokens);
+  cfg.blockDim = dim3(kClusterThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = kClusterBlocks;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  if (p.launch_next_early) {
+    cudaLaunchKernelEx(&cfg, ResidualNormKernel<VPT, false, true, true>, p);
+  } else {
+    cudaLaunchKernelEx(&cfg, ResidualNormKernel<VPT, false, false, true>, p);
   }
 }
 
@@ -189,6 +265,18 @@ std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream)
   auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
   if (misaligned(p.residual) || misaligned(p.out_weight) || (p.branch_weight && misaligned(p.branch_weight)))
     return "residual_norm: residual, out_weight and branch_weight must be 16-byte aligned";
+  if (p.over_cluster) {
+    if (p.num_tokens > kClusterNormMaxTokens)
+      return "residual_norm: over_cluster serves up to " + std::to_string(kClusterNormMaxTokens) + " tokens, got " +
+             std::to_string(p.num_tokens);
+    const int per_block = (p.hidden / 8 + kClusterBlocks - 1) / kClusterBlocks;
+    if (per_block <= kClusterThreads) {
+      LaunchOverCluster<1>(p, stream);
+    } else {
+      LaunchOverCluster<2>(p, stream);  // hidden <= 16384: 256 vectors a block at most
+    }
+    return LaunchError("residual_norm");
+  }
   const int vecs_per_thread = (p.hidden / 8 + kThreads - 1) / kThreads;
   if (vecs_per_thread <= 1) {
     Launch<1>(p, stream);

@@ -51,9 +51,16 @@ struct ResidualNormParams {
   // prefetch weights through its tail (they still wait for this kernel
   // before reading `out`). An exception to kernels/common/pdl.cuh's rule.
   bool launch_next_early = false;
+  // Up to kClusterNormMaxTokens tokens only: each token's row is spread over
+  // a cluster of 8 blocks, an eighth each, whose sums of squares are added
+  // through distributed shared memory, so a row's loads and stores go through
+  // 8 multiprocessors instead of one (decode steps of a few tokens, where the
+  // GPU is otherwise idle). Same math; the sums are taken in another order.
+  bool over_cluster = false;
 };
 
 inline constexpr int kMaxBranchParts = 4;
+inline constexpr int kClusterNormMaxTokens = 16;
 
 std::string LaunchResidualNorm(const ResidualNormParams& p, cudaStream_t stream);
 

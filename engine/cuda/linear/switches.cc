@@ -57,7 +57,7 @@ std::vector<std::string> TuningSwitches::Names() {
           "GEMMA_PREFILL_WGMMA",  "GEMMA_INT4_BF16_COPY", "GEMMA_INT4_FP8_COPY", "GEMMA_INT4_GELU_GATE",
           "GEMMA_FP8_KV_PREFILL_BF16", "GEMMA_DECODE_ATTENTION", "GEMMA_DECODE_KEYS_FROM_VALUES",
           "GEMMA_FP8_LEFT_SCALES", "GEMMA_NORM_EARLY_LAUNCH", "GEMMA_FUSED_DECODE",
-          "GEMMA_INT4_SPLIT_K"};
+          "GEMMA_INT4_SPLIT_K",   "GEMMA_NORM_CLUSTER"};
 }
 
 TuningSwitches TuningSwitches::FromEnv() {
@@ -87,6 +87,7 @@ TuningSwitches TuningSwitches::FromEnv() {
   s.fp8_left_scales = OnUnlessZero("GEMMA_FP8_LEFT_SCALES");
   s.norm_early_launch = OnUnlessZero("GEMMA_NORM_EARLY_LAUNCH");
   s.fused_decode = OnUnlessZero("GEMMA_FUSED_DECODE");
+  s.norm_cluster = OnUnlessZero("GEMMA_NORM_CLUSTER");
   s.int4_split_k = static_cast<Int4SplitK>(OneOf("GEMMA_INT4_SPLIT_K", {"0", "1", "force"}, 1));
   s.decode_keys_from_values = static_cast<KeysFromValues>(OneOf("GEMMA_DECODE_KEYS_FROM_VALUES", {"auto", "1", "0"}, 0));
   if (const char* env = std::getenv("GEMMA_DECODE_ATTENTION"); env != nullptr) s.decode_attention = env;

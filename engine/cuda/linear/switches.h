@@ -105,6 +105,11 @@ struct TuningSwitches {
   // (kernels/attention/decode_fused.h: head_dim 256 over a bf16 cache, the
   // sliding layers of the 31B) instead of three.
   bool fused_decode = true;
+  // GEMMA_NORM_CLUSTER (default 1; 0 turns it off): the residual norms of a
+  // pass of up to kernels::kClusterNormMaxTokens tokens spread each token
+  // over a cluster of 8 blocks instead of one block
+  // (kernels::ResidualNormParams::over_cluster).
+  bool norm_cluster = true;
   // GEMMA_INT4_SPLIT_K (default 1; 0 turns it off; force): at batch 1, an
   // int4 o_proj or down (without tensor parallelism) may run a split W4A16
   // tiling that writes partial sums over shares of K, which the residual

@@ -26,12 +26,14 @@ using gpu_test::ToF;
 // parts (fp32 branch): the branch as that many partial sums
 // (ResidualNormParams::branch_parts), random pieces the kernel adds in
 // order; the reference takes their float sum in that order.
+// over_cluster: each token spread over a cluster of blocks
+// (ResidualNormParams::over_cluster).
 void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
                        bool left_scales = false, bool launch_next_early = false, bool late_branch = false,
-                       int parts = 1) {
+                       int parts = 1, bool over_cluster = false) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
                                   << " left_scales=" << left_scales << " early=" << launch_next_early
-                                  << " parts=" << parts);
+                                  << " parts=" << parts << " over_cluster=" << over_cluster);
   const size_t n = static_cast<size_t>(tokens) * hidden;
   const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
   const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n, 0.0f, left_scales ? 200.0f : 1.0f));
@@ -76,6 +78,7 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   p.hidden = hidden;
   p.eps = 1e-6f;
   p.launch_next_early = launch_next_early;
+  p.over_cluster = over_cluster;
   if (late_branch) {
     ASSERT_TRUE(branch && !f32_branch);
     cudaStream_t stream;
@@ -198,6 +201,40 @@ TEST(ResidualNormTest, AddsTheBranchsPartialSums) {
   EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
   p.branch_parts = 0;
   EXPECT_NE(kernels::LaunchResidualNorm(p, nullptr), "");
+}
+
+// The form over a cluster: every shape class of the one-block decode form (one
+// and two vectors a thread, slices that leave blocks of the cluster empty),
+// every kind of branch, both launch orders, and the branch a late kernel writes.
+TEST(ResidualNormTest, OverAClusterMatchesTheReference) {
+  GEMMA_REQUIRE_GPU();
+  const bool c = true;
+  for (int tokens : {1, 2, 5, kernels::kClusterNormMaxTokens}) {
+    CheckResidualNorm(tokens, 5376, true, true, false, false, false, false, 1, c);
+    CheckResidualNorm(tokens, 5376, false, false, false, false, false, false, 1, c);
+  }
+  for (int hidden : {8, 24, 128, 1040, 4104, 8192, 16384}) CheckResidualNorm(3, hidden, true, true, false, false, false, false, 1, c);
+  CheckResidualNorm(2, 16384, false, true, false, false, false, false, 1, c);
+  for (int parts = 1; parts <= kernels::kMaxBranchParts; ++parts) {
+    CheckResidualNorm(1, 5376, true, true, /*f32_branch=*/true, false, false, false, parts, c);
+    CheckResidualNorm(4, 4104, true, false, true, false, /*launch_next_early=*/true, false, parts, c);
+  }
+  CheckResidualNorm(16, 5376, true, true, false, /*left_scales=*/true, false, false, 1, c);
+  for (bool early : {false, true}) {
+    CheckResidualNorm(1, 5376, true, true, false, false, early, false, 1, c);
+    CheckResidualNorm(1, 5376, true, true, false, false, early, /*late_branch=*/true, 1, c);
+    CheckResidualNorm(4, 5376, true, false, false, false, early, true, 1, c);
+  }
+  // Up to kClusterNormMaxTokens tokens only.
+  DeviceArray<float> h(8 * 17), w(8);
+  DeviceArray<__nv_bfloat16> b(8 * 17), out(8 * 17);
+  kernels::ResidualNormParams p = OneTokenOfEight(h.get(), w.get(), b.get(), out.get());
+  p.over_cluster = true;
+  p.num_tokens = kernels::kClusterNormMaxTokens + 1;
+  const std::string err = kernels::LaunchResidualNorm(p, nullptr);
+  EXPECT_NE(err.find("got 17"), std::string::npos) << err;
+  p.num_tokens = kernels::kClusterNormMaxTokens;
+  EXPECT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
 }
 
 TEST(ResidualNormTest, AppliesScalesLeftByTheGemm) {

@@ -35,8 +35,9 @@ void Quantize(const DeviceArray<__nv_bfloat16>& x, int rows, int cols, std::vect
   *scales = s.Download();
 }
 
-void CheckResidualNorm(int tokens, int hidden, bool with_branch) {
-  SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << with_branch);
+void CheckResidualNorm(int tokens, int hidden, bool with_branch, bool over_cluster = false) {
+  SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << with_branch
+                                  << " over_cluster=" << over_cluster);
   std::vector<float> h = gpu_test::RandomFloats(size_t(tokens) * hidden, 0.0f, 4.0f);
   if (!with_branch && tokens > 1) std::fill(h.begin() + hidden, h.begin() + 2 * hidden, 0.0f);  // zero row
   DeviceArray<float> res_a(h), res_b(h);
@@ -57,6 +58,7 @@ void CheckResidualNorm(int tokens, int hidden, bool with_branch) {
   p.out_weight = ow.get();
   p.num_tokens = tokens;
   p.hidden = hidden;
+  p.over_cluster = over_cluster;
   p.residual = res_b.get();
   p.out = out_b.get();
   ASSERT_EQ(kernels::LaunchResidualNorm(p, nullptr), "");
@@ -82,6 +84,13 @@ TEST(Fp8ProducersTest, ResidualNormEmitsQuantizerBits) {
     for (int hidden : {5376, 1040, 8, 4096, 16384}) {  // 3, 1, 1, 2 and 8 vectors per thread
       CheckResidualNorm(tokens, hidden, true);
       CheckResidualNorm(tokens, hidden, false);
+    }
+  }
+  // Over a cluster (ResidualNormParams::over_cluster): the row maximum taken across its blocks.
+  for (int tokens : {1, 5, kernels::kClusterNormMaxTokens}) {
+    for (int hidden : {5376, 1040, 8, 16384}) {
+      CheckResidualNorm(tokens, hidden, true, true);
+      CheckResidualNorm(tokens, hidden, false, true);
     }
   }
 }
