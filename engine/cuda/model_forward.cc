@@ -186,8 +186,9 @@ bool ModelForward::KeysFromValues(const LayerSpec& s) const {
   return s.k_eq_v && (want == K::kOn || (want == K::kAuto && max_context_ >= TuningSwitches::kLongContextKeys));
 }
 
-bool ModelForward::NormOverCluster(int tokens) const {
-  return tuner_ != nullptr && tuner_->switches().norm_cluster && tokens <= kernels::kClusterNormMaxTokens;
+bool ModelForward::NormOverCluster(int tokens, const kernels::ResidualNormParams& np) const {
+  return tuner_ != nullptr && tuner_->switches().norm_cluster && tokens <= kernels::kClusterNormMaxTokens &&
+         np.out_fp8 == nullptr;
 }
 
 int ModelForward::DecodeSplits(int num_seqs, const LayerSpec& s, bool kv_fp8) const {
@@ -237,9 +238,9 @@ absl::Status ModelForward::EnqueueLayers(const PassShape& shape, cudaStream_t st
   np.num_tokens = shape.num_tokens;
   np.hidden = c.hidden_size;
   np.eps = c.rms_norm_eps;
-  np.over_cluster = NormOverCluster(shape.num_tokens);
   EmitFp8(weights_->layers()[0].qkv, shape.num_tokens, weights_->layers()[0].qkv_rows, c.hidden_size,
           &np.out_fp8, &np.out_scale, false);
+  np.over_cluster = NormOverCluster(shape.num_tokens, np);
   GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
   for (int l = 0; l < c.num_layers; ++l) {
     GEMMA_STATUS_RETURN_IF_ERROR(EnqueueLayer(l, shape, stream));
@@ -392,8 +393,8 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   np.eps = c.rms_norm_eps;
   np.launch_next_early = tuner_ != nullptr && tuner_->switches().norm_early_launch && shape.max_q_len == 1 &&
                          t <= TuningSwitches::kNormEarlyLaunchTokens;
-  np.over_cluster = NormOverCluster(t);  // also for the norm after the MLP, which reuses np
   EmitFp8(w.gate_up, t, 2 * inter, h, &np.out_fp8, &np.out_scale, false);
+  np.over_cluster = NormOverCluster(t, np);
   if (!omit_.norms) GEMMA_KERNEL_RETURN_IF_ERROR(kernels::LaunchResidualNorm(np, stream));
 
   kernels::GeluGateParams gp{gate_up_.get<__nv_bfloat16>(), act_.get<__nv_bfloat16>(), t, inter};
@@ -429,6 +430,7 @@ absl::Status ModelForward::EnqueueLayer(int l, const PassShape& shape, cudaStrea
   // its output (an fp8 LM head quantizes them itself, or takes them as a16).
   const DeviceLayer* next = last ? nullptr : &weights_->layers()[l + 1];
   EmitFp8(next ? next->qkv : DeviceMatrix(), t, next ? next->qkv_rows : 0, h, &np.out_fp8, &np.out_scale, false);
+  np.over_cluster = NormOverCluster(t, np);
   if (omit_.norms) return absl::OkStatus();
   return KernelStatus(kernels::LaunchResidualNorm(np, stream));
 }

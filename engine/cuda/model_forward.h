@@ -22,6 +22,7 @@
 #include "engine/cuda/step_plan.h"
 #include "engine/model/config.h"
 #include "kernels/attention/attention.h"
+#include "kernels/norm/residual_norm.h"
 
 namespace gemma::cuda {
 
@@ -93,9 +94,11 @@ class ModelForward {
   // The alternative decode build GEMMA_DECODE_ATTENTION names for this
   // head_dim and cache dtype (its index in kernels::DecodeVariants), or -1.
   int DecodeVariant(int head_dim, bool kv_fp8) const;
-  // Whether a pass of `tokens` runs its residual norms over a cluster of
-  // blocks per token (kernels::ResidualNormParams::over_cluster; GEMMA_NORM_CLUSTER).
-  bool NormOverCluster(int tokens) const;
+  // Whether a pass of `tokens` runs residual norm `np` over a cluster of
+  // blocks per token (kernels::ResidualNormParams::over_cluster;
+  // GEMMA_NORM_CLUSTER): not where it also writes fp8 codes (fp8 weights at
+  // batch 1 measured no faster with it: a third reduction over the cluster).
+  bool NormOverCluster(int tokens, const kernels::ResidualNormParams& np) const;
   int32_t* meta(int offset) const { return metadata() + offset; }
   // fp8 weights: the producer of a linear's input (a norm, the gelu gate)
   // also writes its E4M3 codes and per-token scales when the linear (m x k
