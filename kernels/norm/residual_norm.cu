@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
     // The codes quantize the bf16 values just stored (the same bits as
     // quantizing `out`, without re-reading it; the row's largest magnitude
     // does not depend on the order it is taken in).
-    const float scale = Fp8RowScale(row_reduce(amax, 2 * CLUSTER, true));
+    const float scale = Fp8RowScale(row_reduce(amax, CLUSTER ? 2 : 0, true));
     const float inv = 1.0f / scale;
     if (rank == 0 && threadIdx.x == 0) p.out_scale[token] = scale;
     uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + base);

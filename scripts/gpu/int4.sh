@@ -16,7 +16,7 @@
 #                              GEMMA_BENCH_NO_GEMM)
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
 #      @512 and @8K (and twice more each with GEMMA_FUSED_DECODE=0 and the default, and
-#      with GEMMA_INT4_SPLIT_K=0 and the default), @512
+#      with GEMMA_INT4_SPLIT_K=0 and the default, and with GEMMA_NORM_CLUSTER=0 and the default), @512
 #      with each kind of launch left out (--omit, timing only); then batched decode at
 #      64 sequences x 2048 with the fp8 KV cache
 #      (and again with GEMMA_FP8_LEFT_SCALES=0: the scaling kernel after each fp8 GEMM);
@@ -51,6 +51,12 @@ cmd_int4() {
   for i in 1 2; do
     GEMMA_INT4_SPLIT_K=0 run "bench_int4_nosplit_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
     run "bench_int4_split_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+  done
+  # The residual norms in one block per token (GEMMA_NORM_CLUSTER=0), alternated with the default
+  # (a cluster of 8 blocks per token for passes of up to 16 tokens).
+  for i in 1 2; do
+    GEMMA_NORM_CLUSTER=0 run "bench_int4_normblock_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
+    run "bench_int4_normcluster_$i" 90 "${bench[@]}" --weights int4 --depths 512,8192
   done
   # What each kind of launch costs inside the decode graph at batch 1 (timing only: outputs wrong).
   local kind

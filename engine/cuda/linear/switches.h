@@ -106,8 +106,8 @@ struct TuningSwitches {
   // sliding layers of the 31B) instead of three.
   bool fused_decode = true;
   // GEMMA_NORM_CLUSTER (default 1; 0 turns it off): the residual norms of a
-  // pass of up to kernels::kClusterNormMaxTokens tokens spread each token
-  // over a cluster of 8 blocks instead of one block
+  // pass of up to kernels::kClusterNormMaxTokens tokens that write no fp8
+  // codes spread each token over a cluster of 8 blocks instead of one block
   // (kernels::ResidualNormParams::over_cluster).
   bool norm_cluster = true;
   // GEMMA_INT4_SPLIT_K (default 1; 0 turns it off; force): at batch 1, an
