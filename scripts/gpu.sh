@@ -56,7 +56,7 @@ binaries() {
                     gemma-serve gemma-cli gemma-loadgen gemma-generate" ;;
     attention) b="attention_test attention-bench" ;;
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
-    int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
+    int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench read-bw-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
     profile) b="read-bw-bench gemma-bench" ;;
     prefill-profile) b="gemma-bench" ;;

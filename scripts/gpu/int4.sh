@@ -13,7 +13,8 @@
 #                              the on-grid fixture and the golden
 #   3. gemv-w4a16-bench        TB/s vs the read ceiling, 31B shapes, batch 1..64,
 #                              and the batch-1 sum of one token (GEMM rows: unset
-#                              GEMMA_BENCH_NO_GEMM)
+#                              GEMMA_BENCH_NO_GEMM); read-bw-bench --linears: a
+#                              kernel that only reads, at the same sizes
 #   4. gemma-bench --weights int4 (31B, random weights on the grid): prefill @8K, decode
 #      @512 and @8K (and twice more each with GEMMA_FUSED_DECODE=0 and the default, and
 #      with GEMMA_INT4_SPLIT_K=0 and the default, and with GEMMA_NORM_CLUSTER=0 and the default), @512
@@ -38,6 +39,7 @@ cmd_int4() {
   run gpu_w4a16_kernels_test 240 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1
   run gpu_int4_quality_test 120 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
   GEMMA_BENCH_ALL_TILINGS=1 GEMMA_BENCH_NO_GEMM=1 run gemv-w4a16-bench 60 "$bundle/bin/gemv-w4a16-bench"
+  run read-bw-linears 60 "$bundle/bin/read-bw-bench" --linears  # what a kernel that only reads reaches
   run bench_int4 90 "${bench[@]}" --weights int4 --depths 512,8192 --json "$out/bench_int4.json"
   # The sliding layers' three decode kernels (QKV-RoPE, split attention, merge) instead of the fused
   # one (GEMMA_FUSED_DECODE=0), alternated with the default.
@@ -89,6 +91,8 @@ cmd_int4() {
   echo "==== W4A16 kernel (tiled code + scale bytes / time, best tiling; ceiling 4.35 TB/s)"
   grep -hE '^w4-gemv .* b(1|8|16|64) |decode token' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g'
   grep -hE '^ +tiling .* b1 +x[adc]2?-|partial sums' "$out/gemv-w4a16-bench.log" | sed -E 's/ +/ /g' | head -60
+  echo "==== read-only kernel at a layer's linear sizes"
+  grep -h '^read-only' "$out/read-bw-linears.log"
   echo "==== gemma-bench 31B int4 (targets: decode@512 >= 170, @8K >= 160, prefill@8K >= 12,334 tok/s)"
   for f in "$out"/bench_int4*.log; do
     grep -hE 'bench: |quantized|error|Error|ready|^ +64 |split tiling' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
