@@ -427,21 +427,9 @@ std::string LaunchFusedDecode(const QkvRopeParams& rope, const AttentionParams& 
   constexpr int kSmem = static_cast<int>(sizeof(Smem));
   if (cudaError_t err = SetSmemLimitOnThisDevice<FusedDecodeKernel>(kSmem); err != cudaSuccess)
     return std::string("fused decode: cannot set shared memory: ") + cudaGetErrorString(err);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(attn.num_kv_heads, num_splits, attn.num_seqs);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attrs[2];
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = 1;
-  attrs[0].val.clusterDim.y = num_splits;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
-  if (cudaError_t err = cudaLaunchKernelEx(&cfg, FusedDecodeKernel, p); err != cudaSuccess)
+  if (cudaError_t err = LaunchWithPdlInClusters(FusedDecodeKernel, dim3(attn.num_kv_heads, num_splits, attn.num_seqs),
+                                                dim3(kThreads), dim3(1, num_splits, 1), kSmem, stream, p);
+      err != cudaSuccess)
     return std::string("fused decode: launch failed: ") + cudaGetErrorString(err);
   return LaunchError("fused decode");
 }

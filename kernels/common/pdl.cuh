@@ -41,23 +41,48 @@ __device__ __forceinline__ void WaitForPreviousKernel() {
 
 namespace gemma::kernels {
 
-// Launches `kernel` with programmatic stream serialization. REQUIRES: the
-// kernel calls WaitForPreviousKernel() before touching memory that earlier
-// kernels write (it may start while they still run).
+namespace pdl_detail {
+// cluster: null for a launch without clusters.
 template <typename... KernelArgs, typename... Args>
-void LaunchWithPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   const Args&... args) {
+cudaError_t Launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, const dim3* cluster, size_t smem,
+                   cudaStream_t stream, const Args&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (cluster != nullptr) {
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = cluster->x;
+    attr[1].val.clusterDim.y = cluster->y;
+    attr[1].val.clusterDim.z = cluster->z;
+    cfg.numAttrs = 2;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+}  // namespace pdl_detail
+
+// Launches `kernel` with programmatic stream serialization. REQUIRES: the
+// kernel calls WaitForPreviousKernel() before touching memory that earlier
+// kernels write (it may start while they still run). Errors show in the
+// caller's LaunchError.
+template <typename... KernelArgs, typename... Args>
+void LaunchWithPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   const Args&... args) {
+  pdl_detail::Launch(kernel, grid, block, nullptr, smem, stream, args...);
+}
+
+// The same in thread-block clusters of shape `cluster`; returns the launch's
+// error (a cluster that cannot be placed fails here).
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchWithPdlInClusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, dim3 cluster, size_t smem,
+                                    cudaStream_t stream, const Args&... args) {
+  return pdl_detail::Launch(kernel, grid, block, &cluster, smem, stream, args...);
 }
 
 }  // namespace gemma::kernels

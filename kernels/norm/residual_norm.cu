@@ -210,23 +210,11 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
 
 template <int VPT>
 void LaunchOverCluster(const ResidualNormParams& p, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kClusterBlocks, p.num_tokens);
-  cfg.blockDim = dim3(kClusterThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attrs[2];
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = kClusterBlocks;
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
+  const dim3 grid(kClusterBlocks, p.num_tokens), block(kClusterThreads), cluster(kClusterBlocks, 1, 1);
   if (p.launch_next_early) {
-    cudaLaunchKernelEx(&cfg, ResidualNormKernel<VPT, false, true, true>, p);
+    LaunchWithPdlInClusters(ResidualNormKernel<VPT, false, true, true>, grid, block, cluster, 0, stream, p);
   } else {
-    cudaLaunchKernelEx(&cfg, ResidualNormKernel<VPT, false, false, true>, p);
+    LaunchWithPdlInClusters(ResidualNormKernel<VPT, false, false, true>, grid, block, cluster, 0, stream, p);
   }
 }
 
