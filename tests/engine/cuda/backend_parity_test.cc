@@ -30,6 +30,13 @@ namespace gemma {
 namespace {
 
 constexpr double kRowTol = 2e-2;     // bf16 compute vs float64 (fixtures/README)
+// Decode steps fed the golden tokens back: each step's row carries the bf16
+// roundings of every earlier position's keys and values, and the tuner's
+// GEMV tilings (equally valid summation orders, picked by timing, so by
+// card) move the worst one, fortunes prompt 1 step 38, between 0.011 and
+// 0.026 (fresh tunings on H100s and an H200). The README's "about 2e-2",
+// with room for that spread.
+constexpr double kStepTol = 3e-2;
 constexpr double kMarginFloor = 0.1;  // below this a greedy step may flip
 
 struct Fixture {
@@ -38,6 +45,7 @@ struct Fixture {
   double strict_tol;         // row bound for the first positions
   int num_strict_positions;  // positions held to strict_tol (and greedy equality)
   double loose_tol;          // row bound after them
+  double step_tol;           // strict_tol for decode steps
 };
 
 // The device machine runs a copy of the tree elsewhere: env overrides the
@@ -49,9 +57,9 @@ std::string DirFromEnv(const char* var, const char* fallback) {
 
 std::vector<Fixture> Fixtures() {
   return {{"fortunes", DirFromEnv("GEMMA_MODELS_DIR", GEMMA_MODELS_DIR) + "/gemma4-fortunes", kRowTol,
-           1 << 30, kRowTol},
+           1 << 30, kRowTol, kStepTol},
           {"tiny-random", DirFromEnv("GEMMA_TEST_DATA", GEMMA_TEST_DATA) + "/gemma4-tiny-random", 5e-2, 1,
-           3.0}};
+           3.0, 5e-2}};
 }
 
 // Self-consistency tests turn the GEMV autotune off: its choice of K split
@@ -117,13 +125,15 @@ void CheckParity(CudaBackend& b, const std::vector<gpu_test::GoldenPrompt>& gold
     double worst_prefill = ExpectRowsClose(out.logits.data(), g.prefill_logits.data(), int(g.ids.size()),
                                            vocab, 0, f, tag + " prefill");
     double worst_step = 0;
+    Fixture steps = f;
+    steps.strict_tol = f.step_tol;
     bool agreeing = true;  // until the first low-margin step
     const float* last = out.logits.data() + (g.ids.size() - 1) * vocab;
     std::vector<float> step(last, last + vocab);
     for (size_t s = 0; s < g.greedy.size(); ++s) {
       const int pos = int(g.ids.size() - 1 + s);
       worst_step = std::max(worst_step, ExpectRowsClose(step.data(), g.step_logits.data() + s * vocab, 1, vocab,
-                                                        pos, f, tag + " step " + std::to_string(s)));
+                                                        pos, steps, tag + " step " + std::to_string(s)));
       agreeing = agreeing && g.margins[s] >= kMarginFloor && pos < f.num_strict_positions;
       if (agreeing) EXPECT_EQ(Argmax(step.data(), vocab), g.greedy[s]) << tag << " step " << s;
       if (s + 1 == g.greedy.size()) break;
