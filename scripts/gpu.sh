@@ -16,6 +16,8 @@
 #   fp8                         the FP8 weight path: kernels, quality, GEMV bench, gemma-bench --weights fp8
 #   int4                        the int4 (W4A16) weight path: kernels, quality, GEMV bench, gemma-bench
 #                               --weights int4 against --weights fp8
+#   int4-profile                Nsight Compute on one batch-1 W4A16 tiling (TILING, default xc2-b1-t1s8k4)
+#                               at gate|up's and o_proj's shapes: issue, warps, stalls, instructions
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
 #                               default; RACECHECK=1 adds racecheck), or the engine's use of it (engine)
 #   profile                     read-bw-bench, then a batch-1 decode under nsys or else ncu (WEIGHTS, default fp8)
@@ -57,6 +59,7 @@ binaries() {
     attention) b="attention_test attention-bench" ;;
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
     int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench read-bw-bench" ;;
+    int4-profile) b="gemv-w4a16-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
     profile) b="read-bw-bench gemma-bench" ;;
     prefill-profile) b="gemma-bench" ;;
@@ -81,7 +84,7 @@ case "$cmd" in
   attention | fp8 | wgmma | profile | prefill-profile | decode-attention-profile) source "$here/gpu/kernels.sh" ;;
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
-  int4) source "$here/gpu/int4.sh" ;;
+  int4 | int4-profile) source "$here/gpu/int4.sh" ;;
   tp) source "$here/gpu/tp.sh" ;;
   *) echo "gpu.sh: unknown subcommand '$cmd'" >&2; usage >&2; exit 2 ;;
 esac

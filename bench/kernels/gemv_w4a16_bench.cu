@@ -10,7 +10,9 @@
 //   2. the path above the kernel's rows, m = 128..2048: dequantize to bf16 +
 //      cuBLAS bf16 GEMM, TFLOP/s of the GEMM alone and of both
 //      (GEMMA_BENCH_NO_GEMM=1 leaves it out).
-//   GEMMA_BENCH_ALL_TILINGS=1 prints every tiling's time as well.
+//   GEMMA_BENCH_ALL_TILINGS=1 prints every tiling's time as well;
+//   GEMMA_BENCH_TILING=<name> times only that tiling (at the batches it
+//   serves), e.g. under a profiler.
 //   gemv-w4a16-bench [n k]...
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -109,8 +111,10 @@ void FreeWeights(Weights& wt) {
 double BenchGemv(const Weights& wt, int batch, const __nv_bfloat16* x, __nv_bfloat16* out, std::string* best,
                  bool partial = false) {
   double best_us = 1e30;
+  const char* only = std::getenv("GEMMA_BENCH_TILING");
   for (int v = 0; v < k::NumGemvW4Variants(); ++v) {
     if (!k::GemvW4VariantFits(v, batch, partial) || (partial && k::GemvW4VariantSplits(v) == 1)) continue;
+    if (only != nullptr && std::string(only) != k::GemvW4VariantName(v)) continue;
     int i = 0;
     bool ok = true;
     const double us = 1e3 * k::bench::MeanLaunchMs(

@@ -98,3 +98,25 @@ cmd_int4() {
     grep -hE 'bench: |quantized|error|Error|ready|^ +64 |split tiling' "$f" | sed -E "s/^\[[^]]*\] /$(basename "$f" .log): /"
   done
 }
+
+# Nsight Compute on one batch-1 W4A16 tiling ($TILING, default xc2-b1-t1s8k4; gemv-w4a16-bench times
+# only it) at gate|up's and o_proj's shapes: where the kernel is between its read floor and its issue
+# rate (issue slots busy, active and eligible warps, cycles per instruction, stalls). A launch past
+# the warm-up ones, at the GPU's own clocks; the full reports stay in $OUT.
+cmd_int4_profile() {
+  gpu_info
+  local tiling=${TILING:-xc2-b1-t1s8k4} ncu shape
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [[ -n "$ncu" ]] || { echo "int4-profile: no ncu on this machine" >&2; return 1; }
+  echo "==== GPU: $(gpu_name); tiling $tiling"
+  for shape in "43008 5376" "5376 8192"; do
+    GEMMA_BENCH_TILING="$tiling" GEMMA_BENCH_NO_GEMM=1 timeout 120 "$ncu" --clock-control none \
+      --kernel-name regex:GemvW4 --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section Occupancy \
+      --section InstructionStats --section LaunchStats \
+      "$bundle/bin/gemv-w4a16-bench" $shape > "$out/ncu_${shape// /x}.txt" 2>&1
+    echo "==== $shape"
+    grep -E 'Duration|DRAM Throughput|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|Grid Size|Stall' \
+      "$out/ncu_${shape// /x}.txt" | sort -u | sed -E 's/ +/ /g'
+  done
+}
