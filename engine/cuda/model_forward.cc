@@ -151,6 +151,7 @@ absl::Status ModelForward::Allocate(int t) {
   const size_t argmax_bytes = kernels::ArgmaxWorkspaceBytes(max_logit_rows_);
   GEMMA_STATUS_RETURN_IF_ERROR(argmax_workspace_.Allocate(argmax_bytes));
   GEMMA_CUDA_RETURN_IF_ERROR(cudaMemset(argmax_workspace_.get<void>(), 0, argmax_bytes));  // argmax.h
+  GEMMA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy stream, as above
   size_t ws = 256;
   // The cache's dtype is set when the pools are allocated, after this: room
   // for the split counts of both.

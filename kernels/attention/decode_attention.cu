@@ -38,10 +38,12 @@ __device__ __forceinline__ bool EmptySplit(float m, float l) { return m == -INFI
 // take every `groups`-th live split, so the loads of many splits fly
 // together; the groups' sums meet in shared memory.
 __global__ void __launch_bounds__(kCombineThreads)
-    CombineSplitsKernel(const float* __restrict__ partial, __nv_bfloat16* __restrict__ out,
+    CombineSplitsKernel(const float* partial, __nv_bfloat16* __restrict__ out,
                         const int* __restrict__ q_offsets, int num_heads, int head_dim, int num_splits) {
   __shared__ float weight[kMaxSplits];
   __shared__ float4 group_acc[kCombineThreads];
+  // partial is not __restrict__: the split kernel writing it may still run
+  // when this one starts, so its loads must stay after this wait.
   WaitForPreviousKernel();  // the splits' partials
   AllowDependentLaunch();   // the output projection may launch and prefetch its weights
   const int head = blockIdx.x, seq = blockIdx.y, tid = threadIdx.x, lane32 = tid & 31;

@@ -20,7 +20,15 @@
 // which is what lets a successor that waits on it read anything written by
 // kernels further back. Reads before the wait are limited to data no kernel
 // of the step writes (weights, the step's metadata copied before its first
-// kernel).
+// kernel; the fused decode kernel also reads the KV rows of earlier steps,
+// kernels/attention/decode_fused.cu, which every kernel of those steps has
+// finished writing: a step starts after the host synchronized on the last).
+// Data the previous kernel writes is never read through a const __restrict__
+// pointer (nor LoadStream, kernels/common/stream_load.cuh): the compiler may
+// take it as unchanged for the kernel's lifetime and load it before the wait.
+// GatherRowsKernel (kernels/elementwise) is launched without the attribute
+// and lets its successor launch at its start: nothing runs before it but
+// finished kernels.
 #pragma once
 
 namespace gemma::kernels {

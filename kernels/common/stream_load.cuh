@@ -1,4 +1,6 @@
-// 16-byte loads for data read exactly once (decode weights).
+// 16-byte loads for data read exactly once (decode weights). Weights only:
+// the load is not ordered against WaitForPreviousKernel (kernels/common/pdl.cuh),
+// so data a previous kernel writes must not come through it.
 #pragma once
 
 #include <cuda_runtime.h>
