@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "engine/chat/json_depth.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace gemma::server {
@@ -28,6 +29,9 @@ absl::StatusOr<Json> ParseJsonField(std::string_view text, absl::string_view fie
   if (absl::Status s = CheckUtf8(text, field); !s.ok()) return s;
   Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return Invalid(field, "is not valid JSON");
+  if (std::optional<std::string> deep = JsonTooDeep(value)) {
+    return Invalid(field, absl::StrCat("nests deeper than ", kMaxJsonDepth, " levels (at ", *deep, ")"));
+  }
   return value;
 }
 
@@ -64,6 +68,10 @@ absl::StatusOr<Json> ConvertToolCall(const v1::ToolCall& call, const std::string
   Json arguments = Json::parse(call.arguments(), nullptr, /*allow_exceptions=*/false);
   if (call.arguments().empty()) arguments = Json::object();
   if (arguments.is_discarded() || !arguments.is_object()) arguments = call.arguments();
+  if (std::optional<std::string> deep = JsonTooDeep(arguments)) {
+    return Invalid(absl::StrCat(field, ".arguments"),
+                   absl::StrCat("nests deeper than ", kMaxJsonDepth, " levels (at ", *deep, ")"));
+  }
   Json out = Json::object();
   if (!call.id().empty()) out["id"] = call.id();
   out["type"] = "function";

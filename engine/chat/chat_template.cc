@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "engine/chat/jinja/interpreter.h"
+#include "engine/chat/json_depth.h"
 #include "engine/chat/jinja/parser.h"
 
 namespace gemma {
@@ -75,6 +76,14 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& m
                                                  const nlohmann::ordered_json& extra, std::string_view bos_token,
                                                  std::string_view eos_token) const {
   if (!extra.is_null() && !extra.is_object()) return absl::InvalidArgumentError("extra template variables must be an object");
+  // The conversion below recurses once per level.
+  for (const auto& [name, value] : {std::pair<const char*, const nlohmann::ordered_json*>{"messages", &messages},
+                                    {"tools", &tools}, {"extra template variables", &extra}}) {
+    if (std::optional<std::string> deep = JsonTooDeep(*value)) {
+      return absl::InvalidArgumentError(std::string(name) + " nest deeper than " + std::to_string(kMaxJsonDepth) +
+                                        " levels (at " + *deep + ")");
+    }
+  }
   using jinja::Value;
   jinja::Dict context;
   context.Set("messages", Value::FromJson(messages));

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/chat/json_depth.h"
 #include "server/http/generation_call.h"
 #include "server/ops/auth.h"
 #include "server/http/openai_request.h"
@@ -107,6 +108,10 @@ void OpenAiApi::Route(const std::string& path, Request& request, HttpExchange& e
   if (!is_post) return Reply(exchange, ApiError{405, "use POST " + path, ""});
   const Json body = Json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Reply(exchange, BadRequest("the body is not valid JSON", "body"));
+  if (std::optional<std::string> deep = JsonTooDeep(body)) {  // before anything walks it recursively
+    return Reply(exchange, BadRequest(absl::StrCat(*deep, " nests deeper than ", kMaxJsonDepth, " levels"),
+                                      body.is_object() ? *deep : "body"));
+  }
   if (std::optional<ApiError> error = CheckModel(body)) return Reply(exchange, *error);
   if (path == "/v1/chat/completions") return Generate(Endpoint::kChat, body, std::move(owner));
   if (path == "/v1/completions") return Generate(Endpoint::kCompletion, body, std::move(owner));

@@ -17,6 +17,9 @@ struct InvalidCase {
 
 v1::GenerateRequest ValidRequest() { return GreedyText("The quick brown fox", 8); }
 
+// `depth` arrays inside one another: "[[...]]".
+std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
 std::vector<InvalidCase> InvalidCases() {
   using R = v1::GenerateRequest;
   return {
@@ -88,6 +91,36 @@ std::vector<InvalidCase> InvalidCases() {
        "chat.messages[0].role", "robot"},
       {"long_request_id", [](R& r) { r.set_request_id(std::string(200, 'i')); },
        "request_id", "200"},
+      // JSON nested 20 000 levels deep (40 KB): refused before anything walks it recursively.
+      {"deep_tools",
+       [](R& r) {
+         auto* m = r.mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content("hi");
+         r.mutable_chat()->set_tools(R"([{"type":"function","function":{"name":"f","parameters":{"x":)" +
+                                     Nested(20000) + "}}}]");
+       },
+       "chat.tools", "deeper than 128 levels (at [0].function.parameters.x[0]"},
+      {"deep_template_kwargs",
+       [](R& r) {
+         auto* m = r.mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content("hi");
+         r.mutable_chat()->set_template_kwargs(R"({"k":)" + Nested(20000) + "}");
+       },
+       "chat.template_kwargs", "deeper than 128"},
+      {"deep_tool_call_arguments",
+       [](R& r) {
+         auto* u = r.mutable_chat()->add_messages();
+         u->set_role("user");
+         u->set_content("hi");
+         auto* a = r.mutable_chat()->add_messages();
+         a->set_role("assistant");
+         auto* call = a->add_tool_calls();
+         call->set_name("f");
+         call->set_arguments(R"({"a":)" + Nested(20000) + "}");
+       },
+       "chat.messages[1].tool_calls[0].arguments", "deeper than 128"},
   };
 }
 

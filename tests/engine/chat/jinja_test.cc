@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/chat/chat_template.h"
+#include "engine/chat/json_depth.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -195,6 +196,44 @@ TEST(ChatTemplateApi, ConcurrentRendersAgree) {
   }
   for (auto& thread : threads) thread.join();
   for (const std::string& out : outputs) EXPECT_EQ(out, expected);
+}
+
+// Values nested past kMaxJsonDepth are refused by name before the interpreter
+// converts them (a recursion per level): 20 000 levels, a 40 KB request.
+TEST(ChatTemplateInput, NestingPastTheLimitIsRefused) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse("{{ messages | length }}", "t.jinja");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  const Json deep = Json::parse(std::string(20000, '[') + std::string(20000, ']'));
+  const Json tools = Json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"x", deep}}}}}}});
+  absl::StatusOr<std::string> out = t->Render(messages, tools, false, nullptr, "<bos>", "<eos>");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("tools nest deeper than 128 levels (at [0].function.parameters.x[0]"));
+  out = t->Render(messages, nullptr, false, Json{{"k", deep}}, "<bos>", "<eos>");
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("extra template variables nest deeper than 128 levels (at k[0]"));
+  Json deep_message = messages;
+  deep_message[0]["content"] = deep;
+  EXPECT_THAT(t->Render(deep_message, nullptr, false, nullptr, "<bos>", "<eos>").status().message(),
+              HasSubstr("messages nest deeper than 128 levels (at [0].content[0]"));
+  // At the limit it renders: the messages array is level 1, the content 127 levels under it.
+  deep_message[0]["content"] = Json::parse(std::string(126, '[') + std::string(126, ']'));
+  out = t->Render(deep_message, nullptr, false, nullptr, "<bos>", "<eos>");
+  EXPECT_TRUE(out.ok()) << out.status();
+}
+
+TEST(JsonDepth, PathOfTheFirstContainerPastTheLimit) {
+  EXPECT_EQ(JsonTooDeep(Json::parse("[[[]]]"), 3), std::nullopt);
+  EXPECT_EQ(JsonTooDeep(Json::parse("[[[[]]]]"), 3), "[0][0][0]");
+  EXPECT_EQ(JsonTooDeep(Json::parse(R"({"a":1,"b":[2,{"c":{}},[[3]]]})"), 3), "b[1].c");  // empty ones count
+  EXPECT_EQ(JsonTooDeep(Json::parse(R"({"a":1,"b":[2,{"c":{}},[[3]]]})"), 4), std::nullopt);
+  EXPECT_EQ(JsonTooDeep(Json::parse("5"), 1), std::nullopt);
+  EXPECT_EQ(JsonTooDeep(Json::parse("{}"), 1), std::nullopt);
+  EXPECT_EQ(JsonTooDeep(Json::parse(R"({"x":{}})"), 1, "body"), "body.x");
+  const std::optional<std::string> long_path = JsonTooDeep(Json::parse(std::string(40, '[') + std::string(40, ']')), 20);
+  ASSERT_TRUE(long_path.has_value());
+  EXPECT_EQ(*long_path, "[0][0][0][0][0][0][0][0][0][0][0][0]...");
 }
 
 }  // namespace

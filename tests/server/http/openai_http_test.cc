@@ -279,6 +279,28 @@ TEST_F(OpenAiHttpTest, BadFieldsAreNamed) {
   ExpectError(HttpCall(port(), "GET", "/v1/completions"), 405, "");
 }
 
+// A 40 KB body of brackets nested 20 000 deep, wherever it sits, is refused
+// by name before anything walks it recursively; the server serves on.
+TEST_F(OpenAiHttpTest, DeeplyNestedJsonIsRefused) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  const std::string user = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::string tools =
+      "{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"x":)" + deep + "}}}]}";
+  HttpReply reply = HttpCall(port(), "POST", "/v1/chat/completions", tools);
+  ExpectError(reply, 400, "", "nests deeper than 128 levels");
+  EXPECT_EQ(reply.Json()["error"]["param"].get<std::string>().rfind("tools[0].function.parameters.x[0]", 0), 0u)
+      << reply.body;
+  const std::string kwargs = "{" + user + R"(,"chat_template_kwargs":{"k":)" + deep + "}}";
+  ExpectError(HttpCall(port(), "POST", "/tokenize", kwargs), 400, "", "nests deeper than 128 levels");
+  // Arguments sent as a JSON string are parsed later, and refused there.
+  const std::string call = "{" + user.substr(0, user.size() - 1) +
+                           R"(,{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":)" +
+                           deep + R"(}"}}]}]})";
+  ExpectError(HttpCall(port(), "POST", "/v1/chat/completions", call), 400, "messages[1].tool_calls[0].arguments",
+              "nests deeper than 128 levels");
+  EXPECT_EQ(Post(port(), "/v1/completions", Greedy({{"prompt", "x"}}, 2)).status, 200);
+}
+
 TEST_F(OpenAiHttpTest, QueueFullIs429) {
   // n far beyond the queue (64) and the slots (32).
   HttpReply reply = Post(port(), "/v1/completions", Greedy({{"prompt", "x"}, {"n", 128}}, 200));
