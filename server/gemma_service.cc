@@ -117,6 +117,7 @@ void GemmaService::Attach(Engine* engine, const Tokenizer* tokenizer, v1::ModelI
   limits_ = serving;
   limits_.max_context = info.context_length();
   limits_.vocab_size = info.vocab_size();
+  limits_.max_queue = static_cast<int>(info.max_queue());
   info_ = std::move(info);
   state_.store(State::kServing, std::memory_order_release);
 }

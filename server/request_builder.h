@@ -26,6 +26,7 @@ namespace gemma::server {
 struct ServingLimits {
   int max_context = 0;   // prompt + output tokens one sequence may hold
   int vocab_size = 0;    // for the Detokenize RPC's ids (ValidateTokenIds)
+  int max_queue = 0;     // requests the engine holds waiting (--max-queue); 0: no limit known
   // What sampling fields left unset take (the model's generation_config.json,
   // or nothing with --generation-config ignore).
   GenerationDefaults sampling_defaults;

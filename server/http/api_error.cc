@@ -48,7 +48,8 @@ constexpr std::string_view kRequestFields[] = {
     "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "stop",
     "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "top_logprobs", "echo",
     "skip_special_tokens", "chat_template_kwargs", "add_generation_prompt", "priority",
-    "tokens", "response_format", "body"};
+    "tokens", "response_format", "body", "logit_bias", "best_of", "suffix", "parallel_tool_calls", "user",
+    "functions", "function_call", "add_special_tokens", "return_token_strs"};
 
 bool IsRequestField(std::string_view path) {
   const std::string_view head = path.substr(0, path.find_first_of(".["));

@@ -24,6 +24,16 @@ void GenerationCall::Start(const SubmitPath& path, ResponseHeader header, OpenAi
   std::shared_ptr<GenerationCall> call(
       new GenerationCall(path, std::move(header), std::move(request), std::move(exchange)));
   const OpenAiRequest& r = call->request_;
+  // More sequences than the engine ever holds waiting: no retry could run it.
+  const int64_t sequences = static_cast<int64_t>(r.prompts.size()) * r.n;
+  if (path.limits != nullptr && path.limits->max_queue > 0 && sequences > path.limits->max_queue) {
+    const ApiError error = BadRequest(
+        absl::StrCat("n asks for ", sequences, " sequences (", r.n, " for each of ", r.prompts.size(),
+                     " prompts), more than the server queues at once (", path.limits->max_queue, ", --max-queue)"),
+        "n");
+    call->exchange_->Respond(error.http_status, "application/json", error.Body());
+    return;
+  }
   for (size_t p = 0; p < r.prompts.size(); ++p) {
     for (int j = 0; j < r.n; ++j) {
       const int index = static_cast<int>(p) * r.n + j;

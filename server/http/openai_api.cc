@@ -176,6 +176,7 @@ void OpenAiApi::Generate(Endpoint endpoint, const Json& body, std::shared_ptr<Ht
   header.created = std::time(nullptr);
   header.model = model_name_;
   header.logprobs = request->logprobs;
+  header.parallel_tool_calls = request->parallel_tool_calls;
   header.tokenizer = service_->submit_path().tokenizer;
   GenerationCall::Start(service_->submit_path(), std::move(header), *std::move(request),
                         std::move(exchange));
@@ -220,7 +221,12 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
 
 void OpenAiApi::Detokenize(const Json& body, HttpExchange& exchange) const {
   absl::StatusOr<v1::DetokenizeRequest> request = ParseDetokenizeRequest(body);
-  if (!request.ok()) return Reply(exchange, FromStatus(request.status()));
+  if (!request.ok()) {
+    // "tokens" here is the field as sent, not the generation requests' prompt ids FromStatus maps.
+    const std::string message(request.status().message());
+    return Reply(exchange, absl::StartsWith(message, "tokens ") ? BadRequest(message, "tokens")
+                                                                 : FromStatus(request.status()));
+  }
   v1::DetokenizeResponse response;
   if (grpc::Status s = service_->DoDetokenize(*request, &response); !s.ok()) {
     return Reply(exchange, FromStatus(ToAbsl(s)));

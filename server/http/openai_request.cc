@@ -129,7 +129,9 @@ void ReadCommon(Fields& f, OpenAiRequest* out, v1::GenerateRequest* proto) {
   }
   if (auto v = f.Bool("stream")) out->stream = *v;
   if (const Json* options = f.Get("stream_options")) {
-    if (!options->is_object()) {
+    if (!out->stream) {
+      f.Fail("stream_options", "needs stream: true");
+    } else if (!options->is_object()) {
       f.Fail("stream_options", "must be an object");
     } else if (const auto it = options->find("include_usage"); it != options->end()) {
       if (!it->is_boolean()) f.Fail("stream_options.include_usage", "must be true or false");
@@ -137,10 +139,21 @@ void ReadCommon(Fields& f, OpenAiRequest* out, v1::GenerateRequest* proto) {
     }
   }
   if (const Json* format = f.Get("response_format")) {
-    if (!format->is_object() || format->value("type", "") != "text") {
+    const auto type = format->is_object() ? format->find("type") : format->end();
+    if (!format->is_object() || type == format->end() || !type->is_string() || *type != "text") {
       f.Fail("response_format", "is not supported (only {\"type\": \"text\"})");
     }
   }
+  // Fields of the OpenAI API this server does not implement: refused, not
+  // silently dropped (each would change the result the caller asked for).
+  if (const Json* bias = f.Get("logit_bias"); bias != nullptr && !(bias->is_object() && bias->empty())) {
+    f.Fail("logit_bias", "is not supported");
+  }
+  if (const Json* best_of = f.Get("best_of"); best_of != nullptr && *best_of != 1) {
+    f.Fail("best_of", absl::StrCat("is not supported (only 1), got ", Dump(*best_of)));
+  }
+  if (auto v = f.Bool("parallel_tool_calls")) out->parallel_tool_calls = *v;
+  f.String("user");  // an end-user id for the caller's records: type-checked, not used
   if (auto v = f.Bool("skip_special_tokens")) proto->set_skip_special_tokens(*v);
   if (auto v = f.Int32("priority")) proto->set_priority(*v);
   ReadSampling(f, proto->mutable_sampling());
@@ -181,8 +194,12 @@ absl::Status ReadToolCalls(const Json& calls, const std::string& at, v1::ChatMes
         !(*function)["name"].is_string()) {
       return absl::InvalidArgumentError(call_at + " must have a function with a name");
     }
+    const auto id = call.find("id");
+    if (id != call.end() && !id->is_null() && !id->is_string()) {
+      return absl::InvalidArgumentError(call_at + ".id must be a string");
+    }
     v1::ToolCall* tc = out->add_tool_calls();
-    tc->set_id(call.value("id", ""));
+    if (id != call.end() && id->is_string()) tc->set_id(id->get<std::string>());
     tc->set_name((*function)["name"].get<std::string>());
     // OpenAI sends arguments as a JSON string; some clients send the object.
     const Json arguments = function->value("arguments", Json::object());
@@ -207,6 +224,8 @@ absl::Status ReadMessage(const Json& message, size_t index, v1::ChatMessage* out
   };
   if (const auto it = message.find("content"); it != message.end() && !it->is_null()) {
     if (absl::Status s = ReadContent(*it, at + ".content", out); !s.ok()) return s;
+  } else if (out->role() != "assistant" && out->role() != "model") {  // only a reply may be calls alone
+    return absl::InvalidArgumentError(at + ".content must be set");
   }
   if (absl::Status s = string_field("tool_call_id", out->mutable_tool_call_id()); !s.ok()) return s;
   if (absl::Status s = string_field("name", out->mutable_name()); !s.ok()) return s;
@@ -224,6 +243,28 @@ absl::Status ReadMessage(const Json& message, size_t index, v1::ChatMessage* out
 absl::Status ReadTools(Fields& f, v1::Chat* chat) {
   const Json* tools = f.Get("tools");
   const Json* choice = f.Get("tool_choice");
+  if (tools != nullptr) {
+    if (!tools->is_array()) return absl::InvalidArgumentError("tools must be a list");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& tool = (*tools)[i];
+      const std::string at = absl::StrCat("tools[", i, "]");
+      if (!tool.is_object()) return absl::InvalidArgumentError(at + " must be an object");
+      if (const auto type = tool.find("type"); type != tool.end() && *type != "function") {
+        return absl::InvalidArgumentError(absl::StrCat(at, ".type must be \"function\", got ", Dump(*type)));
+      }
+      const auto function = tool.find("function");
+      if (function == tool.end() || !function->is_object()) {
+        return absl::InvalidArgumentError(at + ".function must be an object");
+      }
+      if (const auto name = function->find("name"); name == function->end() || !name->is_string()) {
+        return absl::InvalidArgumentError(at + ".function.name must be a string");
+      }
+      if (const auto params = function->find("parameters");
+          params != function->end() && !params->is_null() && !params->is_object()) {
+        return absl::InvalidArgumentError(at + ".function.parameters must be a JSON Schema object");
+      }
+    }
+  }
   std::string named;
   if (choice != nullptr) {
     if (choice->is_string()) {
@@ -233,9 +274,9 @@ absl::Status ReadTools(Fields& f, v1::Chat* chat) {
         return absl::InvalidArgumentError(
             absl::StrCat("tool_choice must be \"none\", \"auto\", \"required\" or a named function, got \"", c, "\""));
       }
-    } else if (choice->is_object() && choice->contains("function") &&
-               (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
-               (*choice)["function"]["name"].is_string()) {
+    } else if (choice->is_object() && choice->value("type", Json("function")) == "function" &&
+               choice->contains("function") && (*choice)["function"].is_object() &&
+               (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
       named = (*choice)["function"]["name"].get<std::string>();
     } else {
       return absl::InvalidArgumentError(
@@ -248,7 +289,6 @@ absl::Status ReadTools(Fields& f, v1::Chat* chat) {
     }
     return absl::OkStatus();
   }
-  if (!tools->is_array()) return absl::InvalidArgumentError("tools must be a list");
   if (named.empty()) {
     chat->set_tools(Dump(*tools));
     if (choice != nullptr && *choice == "required") chat->set_forced_tool_call("");
@@ -296,6 +336,10 @@ bool IsTokenList(const Json& value) {
 
 absl::Status SetTokens(const Json& ids, v1::GenerateRequest* proto) {
   for (const Json& id : ids) {
+    if (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt holds token id ", id.get<uint64_t>(), ", not in the vocabulary"));
+    }
     const int64_t v = id.get<int64_t>();
     if (v < 0 || v > INT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("prompt holds token id ", v, ", not in the vocabulary"));
@@ -358,7 +402,11 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(const Json& body) {
   if (auto v = f.Bool("logprobs")) out.logprobs = *v;
   if (auto v = f.Int32("top_logprobs")) {
     if (!out.logprobs) f.Fail("top_logprobs", "needs logprobs: true");
+    if (*v < 0 || *v > 20) f.Fail("top_logprobs", absl::StrCat("must be in [0, 20], got ", *v));
     out.top_logprobs = *v;
+  }
+  for (const char* legacy : {"functions", "function_call"}) {
+    if (f.Get(legacy) != nullptr) f.Fail(legacy, "is not supported (use tools and tool_choice)");
   }
   if (out.logprobs) proto.set_logprobs(out.top_logprobs);
   if (!f.status().ok()) return f.status();
@@ -384,6 +432,9 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(const Json& body) {
     proto.set_logprobs(*v);
   }
   if (auto v = f.Bool("echo")) out.echo = *v;
+  if (const Json* suffix = f.Get("suffix"); suffix != nullptr && *suffix != "") {
+    f.Fail("suffix", "is not supported");
+  }
   if (!f.status().ok()) return f.status();
   if (absl::Status s = ReadPrompts(f, proto, &out); !s.ok()) return s;
   return out;
@@ -415,7 +466,8 @@ absl::StatusOr<v1::DetokenizeRequest> ParseDetokenizeRequest(const Json& body) {
     return absl::InvalidArgumentError("tokens must be a list of token ids");
   }
   for (const Json& id : *tokens) {
-    if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
+    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX}) ||
+        id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError("tokens must be a list of token ids");
     }
     out.add_ids(id.get<int32_t>());

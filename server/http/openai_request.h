@@ -40,6 +40,7 @@ struct OpenAiRequest {
   bool echo = false;           // completions
   bool logprobs = false;       // chat: logprobs; completions: logprobs set
   int top_logprobs = 0;
+  bool parallel_tool_calls = true;  // chat: false keeps a turn's first tool call only
 };
 
 // INVALID_ARGUMENT naming the OpenAI field when the body's shape is wrong.

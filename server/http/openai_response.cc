@@ -115,7 +115,9 @@ void Choice::Add(const GenerationEvent& event) {
   }
   text_ += event.text_delta;
   reasoning_ += event.reasoning_delta;
-  for (const ToolCall& call : event.tool_calls) tool_calls_.push_back(ToolCallJson(call, false));
+  for (const ToolCall& call : event.tool_calls) {
+    if (header_->parallel_tool_calls || tool_calls_.empty()) tool_calls_.push_back(ToolCallJson(call, false));
+  }
   if (!event.finished) return;
   finished_ = true;
   finish_reason_ = OpenAiFinishReason(event.finish_reason);
@@ -137,11 +139,13 @@ Json Choice::StreamChoice(const GenerationEvent& event) {
     }
     if (!event.text_delta.empty()) delta["content"] = event.text_delta;
     if (!event.reasoning_delta.empty()) delta["reasoning_content"] = event.reasoning_delta;
-    if (!event.tool_calls.empty()) {
-      Json calls = Json::array();
-      for (const ToolCall& call : event.tool_calls) calls.push_back(ToolCallJson(call, true));
-      delta["tool_calls"] = std::move(calls);
+    Json calls = Json::array();
+    for (const ToolCall& call : event.tool_calls) {
+      if (!header_->parallel_tool_calls && calls_streamed_ > 0) break;
+      calls.push_back(ToolCallJson(call, true));
+      ++calls_streamed_;
     }
+    if (!calls.empty()) delta["tool_calls"] = std::move(calls);
     says_something = says_something || delta.size() > 0;
     choice["delta"] = std::move(delta);
   } else {

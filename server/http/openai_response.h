@@ -24,6 +24,9 @@ struct ResponseHeader {
   std::string model;
   bool logprobs = false;
   const Tokenizer* tokenizer = nullptr;  // token text for logprobs
+  // false: a choice returns its first tool call only, the model's later ones
+  // dropped (vLLM's reading of OpenAI's parallel_tool_calls).
+  bool parallel_tool_calls = true;
 };
 
 class Choice {
@@ -56,6 +59,7 @@ class Choice {
   std::string text_;
   std::string reasoning_;
   nlohmann::json tool_calls_ = nlohmann::json::array();
+  int calls_streamed_ = 0;
   nlohmann::json logprobs_;  // null until a token with logprobs
   std::string finish_reason_;
   nlohmann::json stop_reason_;

@@ -3,6 +3,8 @@
 // request fields, the error replies, streaming, and cancellation on
 // disconnect (the KV pool is whole again afterwards).
 #include <sys/socket.h>
+#include <tuple>
+#include <vector>
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -35,6 +37,22 @@ Json Greedy(Json body, int max_tokens) {
 
 Json ChatBody(const std::string& text) {
   return {{"model", kModel}, {"messages", {{{"role", "user"}, {"content", text}}}}};
+}
+
+void ExpectError(const HttpReply& reply, int status, const std::string& param,
+                 const std::string& words = "") {
+  EXPECT_EQ(reply.status, status) << reply.body;
+  const Json error = reply.Json()["error"];
+  ASSERT_TRUE(error.is_object()) << reply.body;
+  EXPECT_TRUE(error["message"].is_string());
+  EXPECT_TRUE(error.contains("type"));
+  EXPECT_EQ(error["code"], status);
+  if (!param.empty()) {
+    EXPECT_EQ(error["param"], param) << reply.body;
+  }
+  if (!words.empty()) {
+    EXPECT_NE(error["message"].get<std::string>().find(words), std::string::npos) << reply.body;
+  }
 }
 
 class OpenAiHttpTest : public ::testing::Test {
@@ -159,6 +177,8 @@ TEST_F(OpenAiHttpTest, ChatStreamWithUsage) {
   EXPECT_TRUE(events.back()["choices"].empty());
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 6);
   body["stream"] = false;
+  ExpectError(Post(port(), "/v1/chat/completions", body), 400, "stream_options", "needs stream: true");
+  body.erase("stream_options");
   HttpReply whole = Post(port(), "/v1/chat/completions", body);
   EXPECT_EQ(whole.Json()["choices"][0]["message"]["content"], text);
 }
@@ -239,21 +259,6 @@ TEST_F(OpenAiHttpTest, TokenizeDetokenize) {
   EXPECT_EQ(Post(port(), "/detokenize", {{"tokens", {-5}}}).status, 400);
 }
 
-void ExpectError(const HttpReply& reply, int status, const std::string& param,
-                 const std::string& words = "") {
-  EXPECT_EQ(reply.status, status) << reply.body;
-  const Json error = reply.Json()["error"];
-  ASSERT_TRUE(error.is_object()) << reply.body;
-  EXPECT_TRUE(error["message"].is_string());
-  EXPECT_TRUE(error.contains("type"));
-  EXPECT_EQ(error["code"], status);
-  if (!param.empty()) {
-    EXPECT_EQ(error["param"], param) << reply.body;
-  }
-  if (!words.empty()) {
-    EXPECT_NE(error["message"].get<std::string>().find(words), std::string::npos) << reply.body;
-  }
-}
 
 TEST_F(OpenAiHttpTest, BadFieldsAreNamed) {
   Json body = ChatBody("hi");
@@ -279,6 +284,64 @@ TEST_F(OpenAiHttpTest, BadFieldsAreNamed) {
   ExpectError(HttpCall(port(), "GET", "/v1/completions"), 405, "");
 }
 
+// Fields of the OpenAI API that the server does not implement are refused by
+// name, never dropped; malformed tools and content are refused whatever
+// tool_choice says; ids past int64 are not wrapped into range.
+TEST_F(OpenAiHttpTest, UnsupportedAndMalformedFieldsAreRefused) {
+  const std::vector<std::tuple<std::string, Json, std::string, std::string>> cases = {
+      {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"272", -100}}}}, "logit_bias", "not supported"},
+      {"/v1/completions", {{"prompt", "x"}, {"best_of", 5}}, "best_of", "got 5"},
+      {"/v1/completions", {{"prompt", "x"}, {"suffix", "end"}}, "suffix", "not supported"},
+      {"/v1/completions", {{"prompt", "x"}, {"user", 5}}, "user", "must be a string"},
+      {"/v1/completions", {{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}, "stream_options",
+       "needs stream: true"},
+      {"/v1/completions", {{"prompt", {{uint64_t{18446744073709551615u}}}}}, "prompt", "18446744073709551615"},
+      {"/v1/completions", {{"prompt", "x"}, {"response_format", {{"type", 5}}}}, "response_format", "not supported"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}}}}}, "messages[0].content", "must be set"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", nullptr}}}}}, "messages[0].content",
+       "must be set"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"top_logprobs", 50},
+                                {"logprobs", true}}, "top_logprobs", "got 50"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"functions", {{{"name", "f"}}}}}, "functions", "use tools"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"parallel_tool_calls", "yes"}}, "parallel_tool_calls", "true or false"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", "garbage"},
+                                {"tool_choice", "none"}}, "tools", "must be a list"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"tools", {{{"type", "retrieval"}, {"function", {{"name", "f"}}}}}}},
+       "tools[0].type", "retrieval"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}}},
+       "tools[0].function.parameters", "JSON Schema object"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+                                {"tool_choice", {{"type", "banana"}, {"function", {{"name", "f"}}}}}},
+       "tool_choice", ""},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}},
+                                              {{"role", "assistant"},
+                                               {"tool_calls", {{{"id", 5}, {"function", {{"name", "f"}}}}}}}}}},
+       "messages[1].tool_calls[0].id", "must be a string"},
+      {"/detokenize", {{"tokens", {"a"}}}, "tokens", "token ids"},
+      {"/detokenize", {{"tokens", {uint64_t{18446744073709551615u}}}}, "tokens", "token ids"},
+  };
+  for (const auto& [path, body, param, words] : cases) {
+    SCOPED_TRACE(path + " " + body.dump());
+    ExpectError(Post(port(), path, body), 400, param, words);
+  }
+  // Still serving; the fields' neutral values pass.
+  Json neutral = Greedy({{"prompt", "x"}, {"logit_bias", Json::object()}, {"best_of", 1}, {"suffix", ""},
+                         {"user", "u-1"}}, 2);
+  HttpReply neutral_reply = Post(port(), "/v1/completions", neutral);
+  EXPECT_EQ(neutral_reply.status, 200) << neutral_reply.body;
+  Json calls_only = Greedy({{"messages", {{{"role", "user"}, {"content", "hi"}},
+                                          {{"role", "assistant"}, {"tool_calls", {{{"id", "c1"}, {"type", "function"},
+                                            {"function", {{"name", "f"}, {"arguments", "{}"}}}}}}},
+                                          {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "ok"}}}},
+                            {"parallel_tool_calls", true}}, 2);
+  EXPECT_EQ(Post(port(), "/v1/chat/completions", calls_only).status, 200);
+}
+
 // A 40 KB body of brackets nested 20 000 deep, wherever it sits, is refused
 // by name before anything walks it recursively; the server serves on.
 TEST_F(OpenAiHttpTest, DeeplyNestedJsonIsRefused) {
@@ -301,10 +364,12 @@ TEST_F(OpenAiHttpTest, DeeplyNestedJsonIsRefused) {
   EXPECT_EQ(Post(port(), "/v1/completions", Greedy({{"prompt", "x"}}, 2)).status, 200);
 }
 
-TEST_F(OpenAiHttpTest, QueueFullIs429) {
-  // n far beyond the queue (64) and the slots (32).
+TEST_F(OpenAiHttpTest, MoreSequencesThanTheQueueHoldsIs400) {
+  // n beyond the queue (64): no retry could run it, so not a retryable 429.
   HttpReply reply = Post(port(), "/v1/completions", Greedy({{"prompt", "x"}, {"n", 128}}, 200));
-  ExpectError(reply, 429, "");
+  ExpectError(reply, 400, "n", "128 sequences");
+  ExpectError(Post(port(), "/v1/completions", Greedy({{"prompt", {"a", "b", "c"}}, {"n", 22}}, 2)), 400, "n",
+              "66 sequences (22 for each of 3 prompts)");
   EXPECT_TRUE(Eventually([&] { return KvWhole(); }, std::chrono::seconds(10)));
   // The engine's statistics are a snapshot of its last loop, so KvWhole can
   // hold while the cancelled requests still fill its queue: the next test's
