@@ -185,6 +185,11 @@ void OpenAiApi::Generate(Endpoint endpoint, const Json& body, std::shared_ptr<Ht
 void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchange) const {
   absl::StatusOr<v1::TokenizeRequest> request = ParseTokenizeRequest(body);
   if (!request.ok()) return Reply(*exchange, FromStatus(request.status()));
+  const auto strs_field = body.find("return_token_strs");
+  const bool strs = strs_field != body.end() && !strs_field->is_null() && *strs_field == true;
+  if (strs_field != body.end() && !strs_field->is_null() && !strs_field->is_boolean()) {
+    return Reply(*exchange, BadRequest("return_token_strs must be true or false", "return_token_strs"));
+  }
   // A large text or chat takes seconds to tokenize: never on the strand.
   const size_t request_bytes = request->ByteSizeLong();
   auto reply = [exchange](int status, std::string out) {
@@ -194,7 +199,7 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
   };
   // The service (which owns the pool) outlives the task; this API may not.
   auto task = [service = service_, request = *std::move(request),
-               strs = body.value("return_token_strs", false), reply](bool run) {
+               strs, reply](bool run) {
     if (!run) {
       const ApiError error = FromStatus(absl::UnavailableError("the server is shutting down"));
       return reply(error.http_status, error.Body());

@@ -259,9 +259,14 @@ absl::Status ReadTools(Fields& f, v1::Chat* chat) {
       if (const auto name = function->find("name"); name == function->end() || !name->is_string()) {
         return absl::InvalidArgumentError(at + ".function.name must be a string");
       }
-      if (const auto params = function->find("parameters");
-          params != function->end() && !params->is_null() && !params->is_object()) {
-        return absl::InvalidArgumentError(at + ".function.parameters must be a JSON Schema object");
+      if (const auto params = function->find("parameters"); params != function->end() && !params->is_null()) {
+        if (!params->is_object()) {
+          return absl::InvalidArgumentError(at + ".function.parameters must be a JSON Schema object");
+        }
+        // Chat templates walk the properties as a mapping.
+        if (const auto props = params->find("properties"); props != params->end() && !props->is_object()) {
+          return absl::InvalidArgumentError(at + ".function.parameters.properties must be an object");
+        }
       }
     }
   }

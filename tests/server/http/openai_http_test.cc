@@ -322,6 +322,12 @@ TEST_F(OpenAiHttpTest, UnsupportedAndMalformedFieldsAreRefused) {
                                               {{"role", "assistant"},
                                                {"tool_calls", {{{"id", 5}, {"function", {{"name", "f"}}}}}}}}}},
        "messages[1].tool_calls[0].id", "must be a string"},
+      {"/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                {"tools", {{{"type", "function"},
+                                            {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
+                                                                                          {"properties", 5}}}}}}}}},
+       "tools[0].function.parameters.properties", "must be an object"},
+      {"/tokenize", {{"prompt", "x"}, {"return_token_strs", "yes"}}, "return_token_strs", "true or false"},
       {"/detokenize", {{"tokens", {"a"}}}, "tokens", "token ids"},
       {"/detokenize", {{"tokens", {uint64_t{18446744073709551615u}}}}, "tokens", "token ids"},
   };
