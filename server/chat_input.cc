@@ -138,6 +138,16 @@ absl::Status ConvertTools(const v1::Chat& chat, absl::string_view field, ChatInp
     if (name == function->end() || !name->is_string() || name->get<std::string>().empty()) {
       return Invalid(absl::StrCat(item, ".function.name"), "must be a non-empty string");
     }
+    if (const auto type = tool.find("type"); type != tool.end() && *type != "function") {
+      return Invalid(absl::StrCat(item, ".type"), absl::StrCat("must be \"function\", got ", type->dump()));
+    }
+    // Chat templates walk a declaration's parameters and their properties as mappings.
+    if (const auto params = function->find("parameters"); params != function->end() && !params->is_null()) {
+      if (!params->is_object()) return Invalid(absl::StrCat(item, ".function.parameters"), "must be a JSON object");
+      if (const auto props = params->find("properties"); props != params->end() && !props->is_object()) {
+        return Invalid(absl::StrCat(item, ".function.parameters.properties"), "must be a JSON object");
+      }
+    }
   }
   if (!tools->empty()) out->tools = *std::move(tools);
   return absl::OkStatus();

@@ -101,6 +101,23 @@ std::vector<InvalidCase> InvalidCases() {
                                      Nested(20000) + "}}}]");
        },
        "chat.tools", "deeper than 128 levels (at [0].function.parameters.x[0]"},
+      {"tool_parameters_properties_not_an_object",
+       [](R& r) {
+         auto* m = r.mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content("hi");
+         r.mutable_chat()->set_tools(
+             R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":5}}}])");
+       },
+       "chat.tools[0].function.parameters.properties"},
+      {"tool_type_not_function",
+       [](R& r) {
+         auto* m = r.mutable_chat()->add_messages();
+         m->set_role("user");
+         m->set_content("hi");
+         r.mutable_chat()->set_tools(R"([{"type":"retrieval","function":{"name":"f"}}])");
+       },
+       "chat.tools[0].type", "retrieval"},
       {"deep_template_kwargs",
        [](R& r) {
          auto* m = r.mutable_chat()->add_messages();
