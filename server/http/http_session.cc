@@ -13,6 +13,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/http/api_error.h"
 
@@ -112,6 +113,20 @@ class Session final : public HttpExchange, public std::enable_shared_from_this<S
       const ApiError error{413, absl::StrFormat("the request body is larger than %d bytes",
                                                 options_.max_body_bytes), ""};
       return Respond(413, "application/json", error.Body());
+    }
+    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+      // A request the parser refused (its line, a header, the framing): the
+      // reply says why, then the connection closes (what follows is unframed).
+      BeginExchange();
+      keep_alive_ = false;
+      linger_ = true;
+      const bool headers = ec == bhttp::error::header_limit;
+      const ApiError error{headers ? 431 : 400,
+                           absl::StrCat(headers ? "the request headers are too large" : "malformed HTTP request",
+                                        " (", ec.message(), ")"),
+                           ""};
+      return Respond(error.http_status, "application/json", error.Body());
     }
     if (ec) return Close();
     Lowest().expires_never();

@@ -416,6 +416,35 @@ void ConnectReadClose(int port, bool stream) {
   socket.close();
 }
 
+// Sends raw bytes and reads until the server closes (or 5 s pass).
+std::string RawExchange(int port, const std::string& bytes) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  asio::write(socket, asio::buffer(bytes));
+  timeval timeout{5, 0};
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string reply;
+  char buffer[4096];
+  boost::system::error_code ec;
+  while (!ec) reply.append(buffer, socket.read_some(asio::buffer(buffer), ec));
+  return reply;
+}
+
+// Requests the HTTP parser refuses get a reply that says why, then the
+// connection closes; the server serves on.
+TEST_F(OpenAiHttpTest, MalformedHttpGetsAReply) {
+  EXPECT_TRUE(RawExchange(port(), "GARBAGE\r\n\r\n").starts_with("HTTP/1.1 400")) << "garbage request line";
+  const std::string negative = RawExchange(port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n");
+  EXPECT_TRUE(negative.starts_with("HTTP/1.1 400")) << negative;
+  EXPECT_NE(negative.find("malformed HTTP request"), std::string::npos) << negative;
+  const std::string big = RawExchange(port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                                                  std::string(100 * 1024, 'a') + "\r\n\r\n");
+  EXPECT_TRUE(big.starts_with("HTTP/1.1 431")) << big.substr(0, 200);
+  EXPECT_EQ(Post(port(), "/v1/completions", Greedy({{"prompt", "x"}}, 2)).status, 200);
+}
+
 TEST_F(OpenAiHttpTest, DisconnectCancelsAndFreesKv) {
   ConnectReadClose(port(), /*stream=*/true);
   EXPECT_TRUE(Eventually([&] { return KvWhole(); }, std::chrono::seconds(10)));
