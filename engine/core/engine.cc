@@ -6,6 +6,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -88,7 +89,9 @@ class EngineImpl final : public Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Sequence>> inbox_;
-  std::unordered_set<std::string> cancel_inbox_;
+  // Request id -> the submission count when it was cancelled.
+  std::unordered_map<std::string, int64_t> cancel_inbox_;
+  int64_t submissions_ = 0;
   bool accepting_ = true;
   bool stopping_ = false;
   Clock::time_point stop_deadline_{};
@@ -117,6 +120,7 @@ absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_even
     return absl::ResourceExhaustedError(absl::StrCat("the request queue is full (", options_.max_queue, " waiting)"));
   if (request.request_id.empty()) request.request_id = absl::StrCat("req-", ++next_request_number_);
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(on_event), tokenizer_, rng_());
+  seq->submission = ++submissions_;
   inbox_.push_back(std::move(seq));
   stats_.waiting = ++num_waiting_shared_;  // Stats() agrees with the count the next Submit checks
   cv_.notify_one();
@@ -125,7 +129,7 @@ absl::Status EngineImpl::Submit(GenerationRequest request, EventCallback on_even
 
 void EngineImpl::Cancel(const std::string& request_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  cancel_inbox_.insert(request_id);
+  cancel_inbox_[request_id] = submissions_;  // not a submission with this id made after now
   cv_.notify_one();
 }
 
@@ -183,14 +187,14 @@ void EngineImpl::Loop() {
 
 void EngineImpl::DrainInbox() {
   std::vector<std::unique_ptr<Sequence>> incoming;
-  std::unordered_set<std::string> cancels;
+  std::unordered_map<std::string, int64_t> cancels;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(inbox_);
     cancels.swap(cancel_inbox_);
   }
   for (auto& s : incoming) scheduler_.Enqueue(std::move(s));
-  for (const std::string& id : cancels) scheduler_.MarkCancelled(id);
+  for (const auto& [id, up_to] : cancels) scheduler_.MarkCancelled(id, up_to);
 }
 
 void EngineImpl::ApplyCancels(bool cancel_everything) {

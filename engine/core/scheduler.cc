@@ -34,10 +34,10 @@ void Scheduler::InsertWaiting(std::unique_ptr<Sequence> seq) {
   waiting_.insert(at, std::move(seq));
 }
 
-void Scheduler::MarkCancelled(const std::string& request_id) {
+void Scheduler::MarkCancelled(const std::string& request_id, int64_t up_to_submission) {
   for (auto* list : {&waiting_, &running_})
     for (auto& s : *list)
-      if (s->request.request_id == request_id) s->cancel_requested = true;
+      if (s->request.request_id == request_id && s->submission <= up_to_submission) s->cancel_requested = true;
 }
 
 std::vector<Sequence*> Scheduler::Cancelled(bool everything) const {

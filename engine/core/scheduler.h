@@ -52,7 +52,9 @@ class Scheduler {
   // (prompt + max_tokens); else INVALID_ARGUMENT naming need and pool.
   absl::Status CheckCapacity(int64_t num_tokens) const { return kv_->CheckCapacity(num_tokens); }
   void Enqueue(std::unique_ptr<Sequence> seq);
-  void MarkCancelled(const std::string& request_id);
+  // Marks the sequences of `request_id` submitted up to `up_to_submission`
+  // (Sequence::submission) for cancelling.
+  void MarkCancelled(const std::string& request_id, int64_t up_to_submission);
   // Sequences (waiting or running) to finish as cancelled.
   std::vector<Sequence*> Cancelled(bool everything) const;
   // Admits from the head of the queue while slots and blocks allow. Returns

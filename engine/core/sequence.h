@@ -33,6 +33,10 @@ struct Sequence {
   }
 
   GenerationRequest request;
+  // The engine's count of submissions when this one was submitted: a cancel
+  // reaches only the submissions made before it (a reused request id does
+  // not inherit its predecessor's cancel).
+  int64_t submission = 0;
   // Shared with the events queued for delivery (EventDelivery), which may
   // outlive the sequence.
   std::shared_ptr<const EventCallback> on_event;

@@ -220,6 +220,29 @@ TEST_F(EngineTest, CancelFreesTheSlotWithinAStep) {
   EXPECT_EQ(engine->Stats().running, 0);
 }
 
+// A request id reused right after a cancel: the cancel reaches only the
+// submission made before it, however the two land in the engine's step.
+TEST_F(EngineTest, CancelDoesNotReachALaterSubmissionWithTheSameId) {
+  auto engine = MakeEngine(2);
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(round);
+    GenerationRequest first = Greedy("The quick brown fox", 900);
+    first.request_id = "reused";
+    Collector a;
+    ASSERT_TRUE(engine->Submit(first, a.Callback()).ok());
+    while (a.num_events() < 2) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    engine->Cancel("reused");
+    GenerationRequest second = Greedy("Love is", 3);
+    second.request_id = "reused";
+    Collector b;
+    ASSERT_TRUE(engine->Submit(second, b.Callback()).ok());
+    EXPECT_EQ(a.Wait().finish_reason, FinishReason::kCancelled);
+    const GenerationEvent last = b.Wait();
+    EXPECT_NE(last.finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(last.usage.completion_tokens, 3);
+  }
+}
+
 TEST_F(EngineTest, FullQueueIsResourceExhaustedAtOnce) {
   auto engine = MakeEngine(1, 512, /*max_queue=*/2);
   std::vector<std::unique_ptr<Collector>> cs;
