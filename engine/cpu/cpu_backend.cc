@@ -1,5 +1,7 @@
 #include "engine/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -404,6 +406,27 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const LoadedModel& mod
     return absl::InvalidArgumentError(absl::StrCat("num_blocks must be >= 0, got ", options.num_blocks));
   absl::StatusOr<parallel::ShardPlan> plan = parallel::MakeShardPlan(model.config, options.tensor_parallel_size);
   if (!plan.ok()) return plan.status();
+  // The KV pools are fp32 K and V of every layer (CpuBackend::AllocatePools):
+  // refused here, by name, where they cannot fit the machine's memory, rather
+  // than failing the allocation (an abort) or growing into the OOM killer.
+  const int context = std::min(options.max_context, model.config.max_position_embeddings);
+  const int64_t blocks = options.num_blocks > 0
+                             ? options.num_blocks
+                             : int64_t{options.max_slots} * ((context + options.block_size - 1) / options.block_size);
+  double row_floats = 0;  // K and V floats of one position over the layers
+  for (const LayerSpec& spec : model.config.layers) row_floats += 2.0 * spec.num_kv_heads * spec.head_dim;
+  const double kv_bytes = static_cast<double>(blocks) * options.block_size * row_floats * sizeof(float);
+  const double ram_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (ram_bytes > 0 && kv_bytes > ram_bytes) {
+    auto gb = [](double bytes) { return std::round(bytes / 1e8) / 10; };
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the cpu backend's KV cache of ", blocks, " blocks of ", options.block_size, " tokens would take ",
+        gb(kv_bytes), " GB, more than this machine's ", gb(ram_bytes), " GB (",
+        options.num_blocks > 0 ? absl::StrCat("--num-kv-blocks ", options.num_blocks)
+                               : absl::StrCat("--max-concurrent-sequences ", options.max_slots, " x ", context,
+                                              " tokens of context"),
+        ")"));
+  }
   return std::unique_ptr<Backend>(new CpuBackend(model, options, *std::move(plan)));
 }
 

@@ -103,7 +103,7 @@ void AddFlags(CLI::App& app, ServeFlags& f) {
       ->capture_default_str();
   app.add_option("--grace-period-s", f.grace_period_s,
                  "on SIGTERM/SIGINT, how long streams in flight may run before being cancelled")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(ops::SecondsAtMost(86400.0))
       ->capture_default_str();
   app.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

@@ -1,5 +1,9 @@
 #include "server/ops/ops_flags.h"
 
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
 #include "server/ops/auth.h"
 
 namespace gemma::server::ops {
@@ -22,7 +26,7 @@ void AddLimitFlags(CLI::App& app, OpsOptions& o) {
       ->capture_default_str();
   app.add_option("--request-timeout-s", o.request_timeout_s,
                  "a Generate running longer is cancelled with DEADLINE_EXCEEDED (0 = none)")
-      ->check(CLI::Range(0.0, 86400.0 * 7))
+      ->check(SecondsAtMost(86400.0 * 7))
       ->capture_default_str();
   app.add_option("--max-concurrent-streams", o.max_concurrent_streams,
                  "Generate streams in flight; beyond it RESOURCE_EXHAUSTED (0 = unlimited)")
@@ -31,6 +35,19 @@ void AddLimitFlags(CLI::App& app, OpsOptions& o) {
 }
 
 }  // namespace
+
+CLI::Validator SecondsAtMost(double max_s) {
+  return CLI::Validator(
+      [max_s](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= 0.0 && x <= max_s)) {
+          return "must be a number of seconds in [0, " + std::to_string(static_cast<int64_t>(max_s)) + "], got " + v;
+        }
+        return "";
+      },
+      "SECONDS");
+}
 
 void AddOpsFlags(CLI::App& app, OpsOptions& o, OpsFlagValues& values) {
   o.metrics_port = kDefaultMetricsPort;

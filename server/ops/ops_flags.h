@@ -17,6 +17,10 @@ struct OpsFlagValues {
 };
 
 void AddOpsFlags(CLI::App& app, OpsOptions& options, OpsFlagValues& values);
+
+// A number of seconds in [0, max_s]: CLI::Range alone lets "nan" through
+// (every comparison with NaN is false).
+CLI::Validator SecondsAtMost(double max_s);
 // After parsing: loads the API keys, checks TLS files and flag combinations.
 // INVALID_ARGUMENT naming the flag.
 absl::Status FinishOpsFlags(const OpsFlagValues& values, OpsOptions& options);

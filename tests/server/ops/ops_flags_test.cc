@@ -46,6 +46,9 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--weights", "fp4"}, "--weights"},
       {{"--lm-head", "fp16"}, "--lm-head"},
       {{"--weights", "bf16", "--lm-head", "fp8"}, "--lm-head fp8 needs --weights fp8"},
+      {{"--grace-period-s", "nan"}, "--grace-period-s"},
+      {{"--request-timeout-s", "nan"}, "--request-timeout-s"},
+      {{"--request-timeout-s", "-1"}, "--request-timeout-s"},
   };
   for (const auto& [flags, named] : cases) {
     SCOPED_TRACE(named);
@@ -53,6 +56,20 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
     const std::string output = RunCommand(Serve(flags), &exit_code);
     EXPECT_EQ(exit_code, 2) << output;
     EXPECT_NE(output.find(named), std::string::npos) << output;
+  }
+}
+
+// A cpu KV cache larger than the machine's memory is refused at start-up,
+// naming the flag that sized it, instead of an abort or the OOM killer.
+TEST(OpsFlagsTest, CpuKvCacheLargerThanTheMachineIsRefused) {
+  for (const auto& [flags, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--num-kv-blocks", "1073741824"}, "--num-kv-blocks 1073741824"}}) {  // 140 TB: no machine holds it
+    SCOPED_TRACE(named);
+    int exit_code = -1;
+    const std::string output = RunCommand(Serve(flags), &exit_code);
+    EXPECT_EQ(exit_code, 1) << output;
+    EXPECT_NE(output.find(named), std::string::npos) << output;
+    EXPECT_NE(output.find("more than this machine's"), std::string::npos) << output;
   }
 }
 
