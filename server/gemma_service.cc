@@ -148,6 +148,14 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GemmaService::Generate(
     return new FailedStream("-", InvalidArgument(absl::StrCat(
         "request_id is ", request->request_id().size(), " bytes; at most ", kMaxRequestIdBytes)));
   }
+  // Ids are written into log lines: no control characters (a newline would forge a line).
+  for (size_t i = 0; i < request->request_id().size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(request->request_id()[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return new FailedStream("-", InvalidArgument(absl::StrCat("request_id holds control character ",
+                                                                static_cast<int>(c), " at byte ", i)));
+    }
+  }
   std::string id = request->request_id().empty() ? NewRequestId() : request->request_id();
   // Registered before it is queued: a drain waits for queued calls too.
   if (absl::Status s = RegisterCall(submit_path(), id); !s.ok()) {

@@ -91,6 +91,8 @@ std::vector<InvalidCase> InvalidCases() {
        "chat.messages[0].role", "robot"},
       {"long_request_id", [](R& r) { r.set_request_id(std::string(200, 'i')); },
        "request_id", "200"},
+      {"request_id_with_a_newline", [](R& r) { r.set_request_id("a\nINFO forged"); }, "request_id",
+       "control character 10 at byte 1"},
       // JSON nested 20 000 levels deep (40 KB): refused before anything walks it recursively.
       {"deep_tools",
        [](R& r) {
