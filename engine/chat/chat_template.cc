@@ -42,6 +42,10 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source, std::string
 absl::StatusOr<ChatTemplate> ChatTemplate::LoadFile(const std::string& path) {
   std::optional<std::string> text = ReadFile(path);
   if (!text) return absl::NotFoundError("cannot read chat template " + path);
+  // An empty file would render every chat as an empty prompt.
+  if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
+    return absl::InvalidArgumentError("chat template " + path + " is empty");
+  }
   return Parse(std::move(*text), path);
 }
 

@@ -146,8 +146,8 @@ absl::Status GemmaServer::LoadChatTemplate() {
   absl::StatusOr<ChatTemplate> loaded =
       LoadServingChatTemplate(options_.chat_template_path, options_.backend.model_dir);
   if (!loaded.ok()) {
-    if (!options_.chat_template_path.empty() && absl::IsNotFound(loaded.status())) {
-      return absl::NotFoundError(absl::StrCat("--chat-template: ", loaded.status().message()));
+    if (!options_.chat_template_path.empty()) {
+      return absl::Status(loaded.status().code(), absl::StrCat("--chat-template: ", loaded.status().message()));
     }
     return loaded.status();
   }

@@ -179,6 +179,10 @@ TEST(ChatTemplateApi, NamedTemplatesTakeTheDefaultOneAndFilesLoad) {
   EXPECT_EQ(*file->Render(Json::array(), nullptr, true, Json::object(), "<b>", "<e>"), "F<e>");
   EXPECT_EQ(ChatTemplate::LoadFile((dir / "missing.jinja").string()).status().code(),
             absl::StatusCode::kNotFound);
+  std::ofstream(dir / "blank.jinja") << " \n\t\n";  // would render every chat as an empty prompt
+  const absl::Status blank = ChatTemplate::LoadFile((dir / "blank.jinja").string()).status();
+  EXPECT_EQ(blank.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(blank.message(), HasSubstr("blank.jinja is empty"));
   std::filesystem::remove_all(dir);
 }
 
