@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/chat/json_depth.h"
 #include "engine/tokenizer/utf8.h"
+#include "server/tool_declarations.h"
 
 namespace gemma::server {
 namespace {
@@ -125,30 +126,7 @@ absl::Status ConvertTools(const v1::Chat& chat, absl::string_view field, ChatInp
   const std::string at = absl::StrCat(field, ".tools");
   absl::StatusOr<Json> tools = ParseJsonField(chat.tools(), at);
   if (!tools.ok()) return tools.status();
-  if (!tools->is_array()) return Invalid(at, "must be a JSON array of tool declarations");
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const Json& tool = (*tools)[i];
-    const std::string item = absl::StrCat(at, "[", i, "]");
-    if (!tool.is_object()) return Invalid(item, "must be a JSON object");
-    const auto function = tool.find("function");
-    if (function == tool.end() || !function->is_object()) {
-      return Invalid(item, "must have a \"function\" object ({\"name\", \"parameters\", ...})");
-    }
-    const auto name = function->find("name");
-    if (name == function->end() || !name->is_string() || name->get<std::string>().empty()) {
-      return Invalid(absl::StrCat(item, ".function.name"), "must be a non-empty string");
-    }
-    if (const auto type = tool.find("type"); type != tool.end() && *type != "function") {
-      return Invalid(absl::StrCat(item, ".type"), absl::StrCat("must be \"function\", got ", type->dump()));
-    }
-    // Chat templates walk a declaration's parameters and their properties as mappings.
-    if (const auto params = function->find("parameters"); params != function->end() && !params->is_null()) {
-      if (!params->is_object()) return Invalid(absl::StrCat(item, ".function.parameters"), "must be a JSON object");
-      if (const auto props = params->find("properties"); props != params->end() && !props->is_object()) {
-        return Invalid(absl::StrCat(item, ".function.parameters.properties"), "must be a JSON object");
-      }
-    }
-  }
+  if (auto problem = ToolDeclarationProblem(*tools)) return Invalid(at + problem->first, problem->second);
   if (!tools->empty()) out->tools = *std::move(tools);
   return absl::OkStatus();
 }

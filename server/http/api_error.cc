@@ -34,8 +34,8 @@ const char* TypeOf(int http_status) {
     case 404: return "NotFoundError";
     case 405: return "MethodNotAllowedError";
     case 413: return "RequestTooLargeError";
-    case 431: return "RequestHeaderFieldsTooLargeError";
     case 429: return "RateLimitError";
+    case 431: return "RequestHeaderFieldsTooLargeError";
     case 503: return "ServiceUnavailableError";
     case 504: return "TimeoutError";
     default: return "InternalServerError";

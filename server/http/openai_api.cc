@@ -186,10 +186,10 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
   absl::StatusOr<v1::TokenizeRequest> request = ParseTokenizeRequest(body);
   if (!request.ok()) return Reply(*exchange, FromStatus(request.status()));
   const auto strs_field = body.find("return_token_strs");
-  const bool strs = strs_field != body.end() && !strs_field->is_null() && *strs_field == true;
   if (strs_field != body.end() && !strs_field->is_null() && !strs_field->is_boolean()) {
     return Reply(*exchange, BadRequest("return_token_strs must be true or false", "return_token_strs"));
   }
+  const bool strs = strs_field != body.end() && *strs_field == true;
   // A large text or chat takes seconds to tokenize: never on the strand.
   const size_t request_bytes = request->ByteSizeLong();
   auto reply = [exchange](int status, std::string out) {
@@ -226,12 +226,7 @@ void OpenAiApi::Tokenize(const Json& body, std::shared_ptr<HttpExchange> exchang
 
 void OpenAiApi::Detokenize(const Json& body, HttpExchange& exchange) const {
   absl::StatusOr<v1::DetokenizeRequest> request = ParseDetokenizeRequest(body);
-  if (!request.ok()) {
-    // "tokens" here is the field as sent, not the generation requests' prompt ids FromStatus maps.
-    const std::string message(request.status().message());
-    return Reply(exchange, absl::StartsWith(message, "tokens ") ? BadRequest(message, "tokens")
-                                                                 : FromStatus(request.status()));
-  }
+  if (!request.ok()) return Reply(exchange, FromStatus(request.status()));
   v1::DetokenizeResponse response;
   if (grpc::Status s = service_->DoDetokenize(*request, &response); !s.ok()) {
     return Reply(exchange, FromStatus(ToAbsl(s)));

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/core/request_validation.h"
+#include "server/tool_declarations.h"
 
 namespace gemma::server::http {
 namespace {
@@ -243,31 +245,10 @@ absl::Status ReadMessage(const Json& message, size_t index, v1::ChatMessage* out
 absl::Status ReadTools(Fields& f, v1::Chat* chat) {
   const Json* tools = f.Get("tools");
   const Json* choice = f.Get("tool_choice");
+  // Checked here too: tool_choice "none" leaves them out of the chat the gRPC path checks.
   if (tools != nullptr) {
-    if (!tools->is_array()) return absl::InvalidArgumentError("tools must be a list");
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const Json& tool = (*tools)[i];
-      const std::string at = absl::StrCat("tools[", i, "]");
-      if (!tool.is_object()) return absl::InvalidArgumentError(at + " must be an object");
-      if (const auto type = tool.find("type"); type != tool.end() && *type != "function") {
-        return absl::InvalidArgumentError(absl::StrCat(at, ".type must be \"function\", got ", Dump(*type)));
-      }
-      const auto function = tool.find("function");
-      if (function == tool.end() || !function->is_object()) {
-        return absl::InvalidArgumentError(at + ".function must be an object");
-      }
-      if (const auto name = function->find("name"); name == function->end() || !name->is_string()) {
-        return absl::InvalidArgumentError(at + ".function.name must be a string");
-      }
-      if (const auto params = function->find("parameters"); params != function->end() && !params->is_null()) {
-        if (!params->is_object()) {
-          return absl::InvalidArgumentError(at + ".function.parameters must be a JSON Schema object");
-        }
-        // Chat templates walk the properties as a mapping.
-        if (const auto props = params->find("properties"); props != params->end() && !props->is_object()) {
-          return absl::InvalidArgumentError(at + ".function.parameters.properties must be an object");
-        }
-      }
+    if (auto problem = ToolDeclarationProblem(*tools)) {
+      return absl::InvalidArgumentError(absl::StrCat("tools", problem->first, " ", problem->second));
     }
   }
   std::string named;
@@ -407,7 +388,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(const Json& body) {
   if (auto v = f.Bool("logprobs")) out.logprobs = *v;
   if (auto v = f.Int32("top_logprobs")) {
     if (!out.logprobs) f.Fail("top_logprobs", "needs logprobs: true");
-    if (*v < 0 || *v > 20) f.Fail("top_logprobs", absl::StrCat("must be in [0, 20], got ", *v));
+    if (*v < 0 || *v > kMaxLogprobs) f.Fail("top_logprobs", absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ", *v));
     out.top_logprobs = *v;
   }
   for (const char* legacy : {"functions", "function_call"}) {
@@ -468,12 +449,12 @@ absl::StatusOr<v1::DetokenizeRequest> ParseDetokenizeRequest(const Json& body) {
   v1::DetokenizeRequest out;
   const Json* tokens = f.Get("tokens");
   if (tokens == nullptr || !tokens->is_array()) {
-    return absl::InvalidArgumentError("tokens must be a list of token ids");
+    return absl::InvalidArgumentError("ids must be a list of token ids");  // FromStatus names it "tokens"
   }
   for (const Json& id : *tokens) {
     if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX}) ||
         id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
-      return absl::InvalidArgumentError("tokens must be a list of token ids");
+      return absl::InvalidArgumentError("ids must be a list of token ids");
     }
     out.add_ids(id.get<int32_t>());
   }

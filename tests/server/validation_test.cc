@@ -2,6 +2,7 @@
 // and the server keeps serving afterwards.
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_test_util.h"
 
@@ -16,6 +17,13 @@ struct InvalidCase {
 };
 
 v1::GenerateRequest ValidRequest() { return GreedyText("The quick brown fox", 8); }
+
+// A chat of one user message, "hi".
+void AskHi(v1::GenerateRequest& r) {
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+}
 
 // `depth` arrays inside one another: "[[...]]".
 std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
@@ -72,7 +80,7 @@ std::vector<InvalidCase> InvalidCases() {
        "stopping.min_tokens", "9"},
       {"too_many_stops",
        [](R& r) {
-         for (int i = 0; i < 17; ++i) r.mutable_stopping()->add_stop("s" + std::to_string(i));
+         for (int i = 0; i < 17; ++i) r.mutable_stopping()->add_stop(absl::StrCat("s", i));
        },
        "stopping.stop", "17"},
       {"long_stop", [](R& r) { r.mutable_stopping()->add_stop(std::string(257, 'x')); },
@@ -96,48 +104,38 @@ std::vector<InvalidCase> InvalidCases() {
       // JSON nested 20 000 levels deep (40 KB): refused before anything walks it recursively.
       {"deep_tools",
        [](R& r) {
-         auto* m = r.mutable_chat()->add_messages();
-         m->set_role("user");
-         m->set_content("hi");
-         r.mutable_chat()->set_tools(R"([{"type":"function","function":{"name":"f","parameters":{"x":)" +
-                                     Nested(20000) + "}}}]");
+         AskHi(r);
+         r.mutable_chat()->set_tools(
+             absl::StrCat(R"([{"type":"function","function":{"name":"f","parameters":{"x":)", Nested(20000), "}}}]"));
        },
        "chat.tools", "deeper than 128 levels (at [0].function.parameters.x[0]"},
       {"tool_parameters_properties_not_an_object",
        [](R& r) {
-         auto* m = r.mutable_chat()->add_messages();
-         m->set_role("user");
-         m->set_content("hi");
+         AskHi(r);
          r.mutable_chat()->set_tools(
              R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":5}}}])");
        },
        "chat.tools[0].function.parameters.properties"},
       {"tool_type_not_function",
        [](R& r) {
-         auto* m = r.mutable_chat()->add_messages();
-         m->set_role("user");
-         m->set_content("hi");
+         AskHi(r);
          r.mutable_chat()->set_tools(R"([{"type":"retrieval","function":{"name":"f"}}])");
        },
        "chat.tools[0].type", "retrieval"},
       {"deep_template_kwargs",
        [](R& r) {
-         auto* m = r.mutable_chat()->add_messages();
-         m->set_role("user");
-         m->set_content("hi");
-         r.mutable_chat()->set_template_kwargs(R"({"k":)" + Nested(20000) + "}");
+         AskHi(r);
+         r.mutable_chat()->set_template_kwargs(absl::StrCat(R"({"k":)", Nested(20000), "}"));
        },
        "chat.template_kwargs", "deeper than 128"},
       {"deep_tool_call_arguments",
        [](R& r) {
-         auto* u = r.mutable_chat()->add_messages();
-         u->set_role("user");
-         u->set_content("hi");
+         AskHi(r);
          auto* a = r.mutable_chat()->add_messages();
          a->set_role("assistant");
          auto* call = a->add_tool_calls();
          call->set_name("f");
-         call->set_arguments(R"({"a":)" + Nested(20000) + "}");
+         call->set_arguments(absl::StrCat(R"({"a":)", Nested(20000), "}"));
        },
        "chat.messages[1].tool_calls[0].arguments", "deeper than 128"},
   };
