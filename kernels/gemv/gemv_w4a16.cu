@@ -231,17 +231,11 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // prefetched ring had landed. Each thread loads whole 32-groups (four
 // 16-byte chunks, up to kItems groups in flight) and sums them from
 // registers, in StageX's order. COMPACT: the sums as a float per 32-group
-// and batch row, rows rounded up to even (CompactSumStride). ONE_ROW (batch
-// 1): each group's sum four times, a float4 that is a whole MMA accumulator
-// operand (GemvW4AsyncKernel's ONE_ROW).
-// first_chunk, kchunks (ONE_ROW only): stage only x's 16-byte chunks
-// first_chunk .. first_chunk + kchunks - 1 (a block's share of K, SPLITS of
-// GemvW4AsyncKernel), at 0 .. kchunks - 1; -1: all of them.
-template <int NT, bool COMPACT = false, bool ONE_ROW = false>
-__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads, int first_chunk = 0,
-                                             int kchunks = -1) {
+// and batch row, rows rounded up to even (CompactSumStride).
+template <int NT, bool COMPACT = false>
+__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
   constexpr int kItems = 4;
-  if (kchunks < 0) kchunks = W4PaddedK(p.k) / 8;
+  const int kchunks = W4PaddedK(p.k) / 8;
   const int groups = kchunks / 4;
   const int stride = COMPACT ? CompactSumStride(p.batch) : 8 * NT;
   float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
@@ -253,7 +247,7 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
       const int i = base + u * threads, row = i / groups, grp = i - row * groups;
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        const int ci = first_chunk + 4 * grp + w;
+        const int ci = 4 * grp + w;
         v[u][w] = i < items && 8 * ci < p.k
                       ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(row) * p.k + 8 * ci))
                       : make_uint4(0, 0, 0, 0);
@@ -269,15 +263,57 @@ __device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_sta
         x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))] = v[u][w];
         AddChunk(v[u][w], sum);
       }
-      if constexpr (ONE_ROW) {
-        const float v = -136.0f * sum;
-        reinterpret_cast<float4*>(sums)[grp] = make_float4(v, v, v, v);
-      } else {
-        sums[grp * stride + row] = -136.0f * sum;
-      }
+      sums[grp * stride + row] = -136.0f * sum;
     }
   }
   __syncthreads();
+}
+
+// The batch-1 staging (GemvW4AsyncKernel's ONE_ROW): x's 16-byte chunks
+// first_chunk .. first_chunk + kchunks - 1 (the block's share of K) at
+// 0 .. kchunks - 1, then -136 * sum(x) of each of its 32-groups as a float4
+// that is a whole MMA accumulator operand. A warp copies 32 chunks (8 groups)
+// at a time and adds them up on the tensor cores: with lanes (g, 0..3)
+// holding group g's four chunks, the chunks are the B operand's column g, and
+// a ones matrix times them gives every group's sum in two MMAs (lane (0, t)
+// holds groups 2t and 2t + 1), where adding in fp32 took 64 conversions and
+// adds per group. Zeros past k.
+// The calling warp stages chunks [lo, hi) of the share (multiples of 16),
+// starting at lo + 32 * index and stepping 32 * count: the block's warps
+// together stage all of it (then a block barrier), or a warp stages just the
+// chunks it reads (then only its own lanes wait).
+__device__ __forceinline__ void StageXOneRow(const GemvW4Params& p, uint4* x_stage, int first_chunk, int kchunks,
+                                             int lo, int hi, int index, int count) {
+  constexpr int kBatches = 8;              // batches of 32 chunks per warp whose loads fly together
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16x2 (1, 1)
+  const int lane = threadIdx.x & 31;
+  float4* sums = reinterpret_cast<float4*>(x_stage + kchunks);
+  const uint4* x = reinterpret_cast<const uint4*>(p.x) + first_chunk;
+  const int x_chunks = p.k / 8 - first_chunk;  // chunks of x itself from first_chunk on (k % 32 == 0)
+  const int step = 32 * count;
+  for (int base = lo + 32 * index; base < hi; base += kBatches * step) {  // warp-uniform
+    uint4 v[kBatches];
+#pragma unroll
+    for (int u = 0; u < kBatches; ++u) {
+      const int ci = base + u * step + lane;
+      v[u] = ci < hi && ci < x_chunks ? __ldg(x + ci) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatches; ++u) {
+      const int b = base + u * step;
+      if (b >= hi) break;  // warp-uniform
+      if (b + lane < hi) x_stage[b + lane] = v[u];
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].x, v[u].y);
+      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].z, v[u].w);
+      const int grp = b / 4 + 2 * lane;  // lanes 0..3: groups grp and grp + 1
+      if (lane < 4 && 4 * grp < hi) {
+        const float s0 = -136.0f * s[0], s1 = -136.0f * s[1];
+        sums[grp] = make_float4(s0, s0, s0, s0);
+        if (4 * grp + 4 < hi) sums[grp + 1] = make_float4(s1, s1, s1, s1);
+      }
+    }
+  }
 }
 
 // Lane (g, t)'s partials' starting values for 32-group `group` (MultiplyGroup's FOLD).
@@ -497,9 +533,10 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // synchronizes after its wait and before a slot is refilled. Its staged
 // group sums take the compact form (StageXDirect's COMPACT), 6 KB less
 // per block at batch 1 and k = 8 192.
-// ONE_ROW (batch 1 only, with X_DIRECT): every lane's x row is row 0, each
-// group's sum is staged as a float4 that is the MMA's whole accumulator
-// operand (no register copies), and column 1's partials are not scaled.
+// ONE_ROW (batch 1 only, with X_DIRECT): every lane's x row is row 0, x is
+// staged by StageXOneRow with each group's sum as a float4 that is the MMA's
+// whole accumulator operand (no register copies), and column 1's partials
+// are not scaled.
 // PAIRS: two super-chunks per commit group, wait and iteration, so the ring's
 // bookkeeping (wait, commit, slot walk, pointer steps, loop test) runs half
 // as often.
@@ -514,7 +551,7 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   static_assert(WARPS % KS == 0, "K split must divide the block");
   static_assert(SPLITS == 1 || ONE_ROW, "block splits are batch-1 tilings");
   static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
-  static_assert(!ONE_ROW || X_DIRECT, "the one-row sums are written by StageXDirect");
+  static_assert(!ONE_ROW || X_DIRECT, "the one-row staging uses plain loads, as X_DIRECT");
   constexpr int NT = 1;
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
   constexpr int kSlot = W4RingSlotVectors(SHARED_SCALES);  // 16-byte vectors per (stage, tile)
@@ -588,8 +625,15 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   }
   WaitForPreviousKernel();
   AllowDependentLaunch();
-  if constexpr (X_DIRECT) {
-    StageXDirect<NT, SHARED_SCALES, ONE_ROW>(p, x_stage, WARPS * 32, 16 * first, 16 * span);
+  if constexpr (ONE_ROW && KS == WARPS) {
+    // Every warp splits K of the same tiles: each stages the chunks it reads.
+    StageXOneRow(p, x_stage, 16 * first, 16 * span, 16 * (beg - first), 16 * (end - first), 0, 1);
+    __syncwarp();
+  } else if constexpr (ONE_ROW) {
+    StageXOneRow(p, x_stage, 16 * first, 16 * span, 0, 16 * span, warp, WARPS);
+    __syncthreads();
+  } else if constexpr (X_DIRECT) {
+    StageXDirect<NT, SHARED_SCALES>(p, x_stage, WARPS * 32);
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
