@@ -16,9 +16,19 @@ void AddLimitFlags(CLI::App& app, OpsOptions& o) {
                  "longest prompt accepted, in tokens (0 = the context bounds it)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  // 1 would refuse every request: a prompt has a token and a request asks for at least one more.
   app.add_option("--max-total-tokens", o.limits.max_total_tokens,
                  "prompt + max_tokens accepted (0 = the context bounds it)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const long long x = std::strtoll(v.c_str(), &end, 10);
+            if (end == v.c_str() || *end != '\0' || x < 0 || x == 1 || x > INT32_MAX) {
+              return "must be 0 (the context bounds it) or at least 2 (a prompt token and a generated one), got " + v;
+            }
+            return "";
+          },
+          "0|N>=2"))
       ->capture_default_str();
   app.add_option("--max-message-bytes", o.max_message_bytes,
                  "largest request message gRPC accepts (0 = gRPC's 4 MiB)")

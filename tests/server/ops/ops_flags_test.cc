@@ -34,6 +34,8 @@ TEST(OpsFlagsTest, BadValuesExit2NamingTheFlag) {
       {{"--api-key", ""}, "--api-key"},
       {{"--metrics-port", "-2"}, "--metrics-port"},
       {{"--max-total-tokens", "-1"}, "--max-total-tokens"},
+      {{"--max-total-tokens", "1"}, "--max-total-tokens"},
+      {{"--max-total-tokens", "x"}, "--max-total-tokens"},
       {{"--log-format", "xml"}, "--log-format"},
       {{"--kv-block-size", "24"}, "--kv-block-size"},
       {{"--kv-block-size", "-16"}, "--kv-block-size"},
