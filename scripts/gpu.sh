@@ -16,6 +16,10 @@
 #   fp8                         the FP8 weight path: kernels, quality, GEMV bench, gemma-bench --weights fp8
 #   int4                        the int4 (W4A16) weight path: kernels, quality, GEMV bench, gemma-bench
 #                               --weights int4 against --weights fp8
+#   int4-quick                  the int4 path in ~2 minutes, for a short lease: the batch-1 W4A16 kernel tests,
+#                               the int4 quality test, gemv-w4a16-bench at a layer's four shapes, gemma-bench
+#                               --weights int4 twice; BASE=<bundle> alternates the two benches with that
+#                               bundle's binaries (each with its own fresh tuning)
 #   int4-profile                Nsight Compute on one batch-1 W4A16 tiling (TILING, default xc2-b1-t1s8k4)
 #                               at gate|up's and o_proj's shapes: issue, warps, stalls, instructions
 #   wgmma [kernel|engine]       the wgmma FP8 linear: kernel tests, sanitizers, bench (kernel, the
@@ -59,6 +63,7 @@ binaries() {
     attention) b="attention_test attention-bench" ;;
     fp8) b="gpu_fp8_kernels_test gpu_fp8_quality_test gemv-fp8-bench gemma-bench" ;;
     int4) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench read-bw-bench" ;;
+    int4-quick) b="gpu_w4a16_kernels_test gpu_int4_quality_test gemv-w4a16-bench gemma-bench" ;;
     int4-profile) b="gemv-w4a16-bench" ;;
     wgmma) b="gpu_fp8_kernels_test gemv-fp8-bench gpu_fp8_quality_test gemma-bench" ;;
     profile) b="read-bw-bench gemma-bench" ;;
@@ -84,7 +89,7 @@ case "$cmd" in
   attention | fp8 | wgmma | profile | prefill-profile | decode-attention-profile) source "$here/gpu/kernels.sh" ;;
   serve | long-context) source "$here/gpu/serve.sh" ;;
   realwidth) source "$here/gpu/realwidth.sh" ;;
-  int4 | int4-profile) source "$here/gpu/int4.sh" ;;
+  int4 | int4-quick | int4-profile) source "$here/gpu/int4.sh" ;;
   tp) source "$here/gpu/tp.sh" ;;
   *) echo "gpu.sh: unknown subcommand '$cmd'" >&2; usage >&2; exit 2 ;;
 esac

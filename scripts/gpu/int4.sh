@@ -99,6 +99,46 @@ cmd_int4() {
   done
 }
 
+# The int4 path in ~2 minutes, for a short lease: the batch-1 kernel tests, the quality test, the batch-1
+# GEMVs at a sliding layer's four shapes (every tiling) and two whole-step benches; with BASE=<bundle>
+# (older binaries, e.g. main before a change) its gemv-w4a16-bench and gemma-bench run too, alternated,
+# each bundle with its own fresh tuning cache.
+cmd_int4_quick() {
+  gpu_info
+  steps_begin
+  local shapes=(16384 5376 5376 8192 43008 5376 5376 21504) sides=(new) side dir i
+  [[ -n ${BASE:-} ]] && sides+=(base)
+  run gpu_w4a16_kernels_test 120 "$bundle/bin/gpu_w4a16_kernels_test" --gtest_brief=1 \
+    --gtest_filter='GemvW4Test.Small*:GemvW4Test.LargeAndSmall*:GemvW4Test.Split*'
+  run gpu_int4_quality_test 120 "$bundle/bin/gpu_int4_quality_test" --gtest_brief=1
+  for side in "${sides[@]}"; do
+    dir=$bundle; [[ $side == base ]] && dir=$BASE
+    GEMMA_BENCH_ALL_TILINGS=1 GEMMA_BENCH_NO_GEMM=1 run "gemv_$side" 90 "$dir/bin/gemv-w4a16-bench" "${shapes[@]}"
+  done
+  for i in 1 2; do
+    for side in "${sides[@]}"; do
+      dir=$bundle; [[ $side == base ]] && dir=$BASE
+      GEMMA_AUTOTUNE_CACHE="$out/autotune_$side.txt" run "bench_${side}_$i" 120 "$dir/bin/gemma-bench" \
+        --config "$config_31b" --random-weights --skip-gemv --weights int4 --depths 512,8192 --decode-tokens 64
+    done
+  done
+
+  echo "==== GPU: $(gpu_name)"
+  cat "$out/status.txt"
+  for t in gpu_w4a16_kernels_test gpu_int4_quality_test; do echo "$t: $(gtest_verdict "$out/$t.log")"; done
+  grep -h 'int4-quality' "$out/gpu_int4_quality_test.log"
+  for side in "${sides[@]}"; do
+    echo "==== W4A16 batch 1, $side (best tiling per shape; ceiling 4.35 TB/s)"
+    grep -hE '^w4-gemv .* b1 ' "$out/gemv_$side.log" | sed -E 's/ +/ /g'
+  done
+  echo "==== gemma-bench int4, ms a token (targets on the H200: 170 tok/s @512, 160 @8K)"
+  for i in 1 2; do
+    for side in "${sides[@]}"; do
+      echo "$side $i: $(grep -hE '^ +(512|8192) ' "$out/bench_${side}_$i.log" | sed -E 's/ +/ /g' | tr '\n' '|')"
+    done
+  done
+}
+
 # Nsight Compute on one batch-1 W4A16 tiling ($TILING, default xc2-b1-t1s8k4; gemv-w4a16-bench times
 # only it) at gate|up's and o_proj's shapes: where the kernel is between its read floor and its issue
 # rate (issue slots busy, active and eligible warps, cycles per instruction, stalls). A launch past
