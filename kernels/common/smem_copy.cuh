@@ -1,5 +1,5 @@
-// Shared-memory PTX every tiled kernel here uses: shared addresses,
-// cp.async 16-byte copies (sm_80+) and ldmatrix fragment loads.
+// Shared-memory PTX every tiled kernel here uses: shared addresses, named
+// barriers, cp.async 16-byte copies (sm_80+) and ldmatrix fragment loads.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +10,11 @@ namespace gemma::kernels {
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Named barrier `id` (1..15) among `threads` threads (a multiple of 32).
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // 16 bytes from global `src` to shared `dst`, bypassing L1; !valid writes

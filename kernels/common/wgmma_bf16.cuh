@@ -37,11 +37,6 @@ __device__ __forceinline__ uint64_t SmemDescSw128Mn(uint32_t addr, uint32_t mn_s
 // operand reads).
 __device__ __forceinline__ void FenceProxyAsyncShared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// Named barrier `id` (1..15) among `threads` threads (a multiple of 32).
-__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // Arrives on mbarrier `bar` once every cp.async this thread issued so far
 // has landed; the arrival counts towards the barrier's expected count (noinc).
 __device__ __forceinline__ void CpAsyncMbarArrive(uint32_t bar) {

@@ -181,7 +181,7 @@ __device__ __forceinline__ void ReduceParts(float (&acc)[RT][NT][4], float (&par
 }
 
 // Adds the 8 bf16 values of a 16-byte chunk of x to a group's sum, pair by
-// pair (the order both stagings share).
+// pair.
 __device__ __forceinline__ void AddChunk(const uint4& v, float& sum) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -224,49 +224,58 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
   __syncthreads();
 }
 
-// StageX's layout written with plain loads instead of cp.async, for kernels
-// that keep their weight stages in flight in cp.async groups: StageX's wait
-// for its own group would also wait for every weight stage issued before it
-// (groups complete in order), so the MMAs could start only once the whole
-// prefetched ring had landed. Each thread loads whole 32-groups (four
-// 16-byte chunks, up to kItems groups in flight) and sums them from
-// registers, in StageX's order. COMPACT: the sums as a float per 32-group
-// and batch row, rows rounded up to even (CompactSumStride).
-template <int NT, bool COMPACT = false>
-__device__ __forceinline__ void StageXDirect(const GemvW4Params& p, uint4* x_stage, int threads) {
-  constexpr int kItems = 4;
+// StageX's layout written with plain loads instead of cp.async, for the
+// async kernel at batches 2..8 (its X_DIRECT): StageX's wait for its own
+// group would also wait for every weight stage issued before it (groups
+// complete in order), so the MMAs could start only once the whole prefetched
+// ring had landed. Chunks [lo, hi) of every x row (a K part's share: the
+// chunks its warps read), and -136 * sum(x) of each of their 32-groups at
+// [group * stride + row], stride 8 or, with COMPACT, CompactSumStride(batch).
+// As in StageXOneRow, a warp copies 32 chunks of one row at a time, up to 8
+// such batches in flight, and adds the groups up on the tensor cores. The
+// rows' batches are numbered row by row; the calling warp takes index,
+// index + count, ...
+template <bool COMPACT>
+__device__ __forceinline__ void StageXRows(const GemvW4Params& p, uint4* x_stage, int lo, int hi, int index,
+                                           int count) {
+  constexpr int kBatches = 8;              // batches of 32 chunks per warp whose loads fly together
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16x2 (1, 1)
+  if (hi <= lo) return;  // a K part with no super-chunk
+  const int lane = threadIdx.x & 31;
   const int kchunks = W4PaddedK(p.k) / 8;
-  const int groups = kchunks / 4;
-  const int stride = COMPACT ? CompactSumStride(p.batch) : 8 * NT;
+  const int x_chunks = p.k / 8;  // chunks of x itself (the rest of the padded row is zeros)
+  const int stride = COMPACT ? CompactSumStride(p.batch) : 8;
   float* sums = reinterpret_cast<float*>(x_stage + p.batch * kchunks);
-  const int items = p.batch * groups;
-  for (int base = threadIdx.x; base < items; base += kItems * threads) {
-    uint4 v[kItems][4];
+  const int per_row = (hi - lo + 31) / 32;
+  // The warp's next batch: chunks b .. b + 31 of row `row` (warp-uniform).
+  int row = index / per_row, b = lo + 32 * (index - row * per_row);
+  while (row < p.batch) {
+    uint4 v[kBatches];
+    int rows[kBatches], bs[kBatches];
 #pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const int ci = 4 * grp + w;
-        v[u][w] = i < items && 8 * ci < p.k
-                      ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(row) * p.k + 8 * ci))
-                      : make_uint4(0, 0, 0, 0);
-      }
+    for (int u = 0; u < kBatches; ++u) {
+      rows[u] = row, bs[u] = b;
+      const int ci = b + lane;
+      v[u] = row < p.batch && ci < hi && ci < x_chunks
+                 ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(row) * p.k) + ci)
+                 : make_uint4(0, 0, 0, 0);
+      for (b += 32 * count; b >= hi; b -= 32 * per_row) ++row;
     }
 #pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int i = base + u * threads, row = i / groups, grp = i - row * groups;
-      if (i >= items) break;
-      float sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        x_stage[row * kchunks + ((4 * grp + w) ^ ((row & 1) << 2))] = v[u][w];
-        AddChunk(v[u][w], sum);
+    for (int u = 0; u < kBatches; ++u) {
+      const int r = rows[u], c = bs[u];
+      if (r >= p.batch) break;  // warp-uniform
+      if (c + lane < hi) x_stage[r * kchunks + ((c + lane) ^ ((r & 1) << 2))] = v[u];
+      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].x, v[u].y);
+      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].z, v[u].w);
+      const int grp = c / 4 + 2 * lane;  // lanes 0..3: groups grp and grp + 1
+      if (lane < 4 && 4 * grp < hi) {
+        sums[grp * stride + r] = -136.0f * s[0];
+        if (4 * grp + 4 < hi) sums[(grp + 1) * stride + r] = -136.0f * s[1];
       }
-      sums[grp * stride + row] = -136.0f * sum;
     }
   }
-  __syncthreads();
 }
 
 // The batch-1 staging (GemvW4AsyncKernel's ONE_ROW): x's 16-byte chunks
@@ -625,15 +634,21 @@ __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_con
   }
   WaitForPreviousKernel();
   AllowDependentLaunch();
-  if constexpr (ONE_ROW && KS == WARPS) {
-    // Every warp splits K of the same tiles: each stages the chunks it reads.
-    StageXOneRow(p, x_stage, 16 * first, 16 * span, 16 * (beg - first), 16 * (end - first), 0, 1);
-    __syncwarp();
-  } else if constexpr (ONE_ROW) {
-    StageXOneRow(p, x_stage, 16 * first, 16 * span, 0, 16 * span, warp, WARPS);
-    __syncthreads();
-  } else if constexpr (X_DIRECT) {
-    StageXDirect<NT, SHARED_SCALES>(p, x_stage, WARPS * 32);
+  if constexpr (X_DIRECT) {
+    // Each K part stages only the chunks it reads; its warps (every KS-th)
+    // split them and wait only for each other.
+    static_assert(KS < 16, "named barriers 1..15");
+    const int index = KS == WARPS ? 0 : warp / KS;  // the warp's place among its part's
+    if constexpr (ONE_ROW) {
+      StageXOneRow(p, x_stage, 16 * first, 16 * span, 16 * (beg - first), 16 * (end - first), index, WARPS / KS);
+    } else {
+      StageXRows<SHARED_SCALES>(p, x_stage, 16 * beg, 16 * end, index, WARPS / KS);
+    }
+    if constexpr (KS == WARPS) {
+      __syncwarp();
+    } else {
+      NamedBarrierSync(1 + part, 32 * (WARPS / KS));
+    }
   } else {
     StageX<NT>(p, x_stage, WARPS * 32);  // its wait also lands the groups above
   }
