@@ -28,14 +28,17 @@ using gpu_test::ToF;
 // order; the reference takes their float sum in that order.
 // over_cluster: each token spread over a cluster of blocks
 // (ResidualNormParams::over_cluster).
+// cancel: the residual is minus the normed branch plus 1e-3 of it, so the new
+// residual's sum of squares is ~1e-6 of its terms' (the kernel must not take
+// it from sums in which those terms cancel).
 void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f32_branch = false,
                        bool left_scales = false, bool launch_next_early = false, bool late_branch = false,
-                       int parts = 1, bool over_cluster = false) {
+                       int parts = 1, bool over_cluster = false, bool cancel = false) {
   SCOPED_TRACE(testing::Message() << "tokens=" << tokens << " hidden=" << hidden << " branch=" << branch
                                   << " left_scales=" << left_scales << " early=" << launch_next_early
-                                  << " parts=" << parts << " over_cluster=" << over_cluster);
+                                  << " parts=" << parts << " over_cluster=" << over_cluster << " cancel=" << cancel);
   const size_t n = static_cast<size_t>(tokens) * hidden;
-  const auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
+  auto h0 = gpu_test::RandomFloats(n, 0.0f, 3.0f);
   const auto br = gpu_test::ToBf16(gpu_test::RandomFloats(n, 0.0f, left_scales ? 200.0f : 1.0f));
   const auto col = gpu_test::RandomFloats(hidden, 0.005f, 0.001f);
   const auto tok = gpu_test::RandomFloats(tokens, 0.01f, 0.002f);
@@ -57,6 +60,17 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
   const auto wb = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
   const auto wo = gpu_test::RandomFloats(hidden, 1.0f, 0.3f);
   const float s = 0.7f;
+  if (cancel) {
+    for (int t = 0; t < tokens; ++t) {
+      double ss = 0;
+      for (int i = 0; i < hidden; ++i) ss += branch_value(t, i) * branch_value(t, i);
+      const double rb = 1.0 / std::sqrt(ss / hidden + 1e-6);
+      for (int i = 0; i < hidden; ++i) {
+        const double normed = branch_value(t, i) * rb * wb[i];
+        h0[size_t(t) * hidden + i] = static_cast<float>(-normed + 1e-3 * h0[size_t(t) * hidden + i]);
+      }
+    }
+  }
   DeviceArray<float> dh(h0), dwb(wb), dwo(wo), ds(std::vector<float>{s});
   DeviceArray<__nv_bfloat16> dbr(br), dout(n);
   DeviceArray<float> dbr32(parts > 1 ? pieces : gpu_test::ToFloat(br));
@@ -119,7 +133,8 @@ void CheckResidualNorm(int tokens, int hidden, bool branch, bool scalar, bool f3
     const double r = 1.0 / std::sqrt(ss2 / hidden + 1e-6);
     for (int i = 0; i < hidden; ++i) ref[o + i] = ref_h[o + i] * r * wo[i];
   }
-  EXPECT_LT(gpu_test::RelErr(got_h, ref_h, 0, n), 1e-5);
+  // (With cancel, the fp32 sum h + rb b w carries ~1e-7 of |h|: 1e-4 of the result.)
+  EXPECT_LT(gpu_test::RelErr(got_h, ref_h, 0, n), cancel ? 3e-4 : 1e-5);
   for (int t = 0; t < tokens; ++t) EXPECT_LT(gpu_test::RelErr(got, ref, size_t(t) * hidden, hidden), 8e-3);
 }
 
@@ -220,6 +235,10 @@ TEST(ResidualNormTest, OverAClusterMatchesTheReference) {
     CheckResidualNorm(4, 4104, true, false, true, false, /*launch_next_early=*/true, false, parts, c);
   }
   CheckResidualNorm(16, 5376, true, true, false, /*left_scales=*/true, false, false, 1, c);
+  for (int tokens : {1, 3}) {  // a new residual ~1e-3 of the old one, both forms
+    CheckResidualNorm(tokens, 5376, true, true, /*f32_branch=*/true, false, false, false, 2, c, /*cancel=*/true);
+    CheckResidualNorm(tokens, 5376, true, false, false, false, false, false, 1, false, true);
+  }
   for (bool early : {false, true}) {
     CheckResidualNorm(1, 5376, true, true, false, false, early, false, 1, c);
     CheckResidualNorm(1, 5376, true, true, false, false, early, /*late_branch=*/true, 1, c);
