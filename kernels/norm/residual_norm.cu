@@ -113,65 +113,24 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
       return held[i];
     }
   };
-  // The row's sums (or largest values, max) of every thread's v[0 .. n): over
-  // the block, or with CLUSTER over the cluster's blocks through distributed
-  // shared memory, in rank order (slots k .. k + n - 1 of each block's
-  // block_values; each reduction its own slots, as a slower block may still
-  // read an earlier one's). A block reads other blocks' slots only after a
-  // cluster barrier; the last reduction's readers arrive at another one
-  // (done_reading) that every block waits for before it exits.
-  __shared__ float block_values[CLUSTER ? 6 : 1];
-  auto row_reduce = [&](float (&v)[4], int n, int k, bool max) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    constexpr int kWarps = (CLUSTER ? kClusterThreads : kThreads) / 32;
-    static_assert(4 * kWarps <= 32, "scratch holds 4 values per warp");
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (i >= n) break;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float u = __shfl_xor_sync(0xffffffffu, v[i], o);
-        v[i] = max ? fmaxf(v[i], u) : v[i] + u;
-      }
-    }
-    __syncthreads();  // scratch may still be read by a previous call
-    if (lane == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i < n) scratch[i * kWarps + warp] = v[i];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (i >= n) break;
-      float t = 0.0f;  // the identity of both (amax >= 0)
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) t = max ? fmaxf(t, scratch[i * kWarps + w]) : t + scratch[i * kWarps + w];
-      v[i] = t;
-    }
+  // The row's sum (or largest value, max) of every thread's v: over the block,
+  // or with CLUSTER over the cluster's blocks through distributed shared
+  // memory, in rank order (slot k of each block's block_values).
+  __shared__ float block_values[CLUSTER ? 3 : 1];
+  auto row_reduce = [&](float v, int k, bool max) {
+    v = max ? BlockMax(v, scratch) : BlockSum(v, scratch);
     if constexpr (CLUSTER) {
       const cg::cluster_group cluster = cg::this_cluster();
-      if (threadIdx.x == 0) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (i < n) block_values[k + i] = v[i];
-      }
+      if (threadIdx.x == 0) block_values[k] = v;
       cluster.sync();
+      v = 0.0f;  // amax >= 0
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (i >= n) break;
-        float t = 0.0f;
-#pragma unroll
-        for (int b = 0; b < kClusterBlocks; ++b) {
-          const float u = cluster.map_shared_rank(block_values, b)[k + i];
-          t = max ? fmaxf(t, u) : t + u;
-        }
-        v[i] = t;
+      for (int b = 0; b < kClusterBlocks; ++b) {
+        const float u = cluster.map_shared_rank(block_values, b)[k];
+        v = max ? fmaxf(v, u) : v + u;
       }
     }
-  };
-  auto done_reading = [] {
-    if constexpr (CLUSTER) cg::this_cluster().barrier_arrive();
+    return v;
   };
   const float s = p.layer_scalar ? __ldg(p.layer_scalar) : 1.0f;
   if constexpr (EARLY) AllowDependentLaunch();
@@ -180,13 +139,8 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
 
   float x[VPT][8];  // the new residual
   float* h = p.residual + base;
-  float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  float ss;  // the new residual's sum of squares
+  float ss = 0.0f;
   if (has_branch) {
-    // With w the branch norm's weights, the new residual is x = s (h + rb b w)
-    // where rb = rsqrt(mean(b^2) + eps), so its sum of squares is
-    // s^2 (sum h^2 + 2 rb sum h b w + rb^2 sum (b w)^2): all four sums in one
-    // reduction (one round of barriers), not sum b^2 first and then sum x^2.
     float b[VPT][8];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
@@ -194,27 +148,11 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
       if (v >= end) continue;
       LoadBranch(p, token, v, b[i]);
       Load8(h + 8 * v, x[i]);
-      const float* w = weights(p.branch_weight, bw, i, v);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float bwj = b[i][j] * w[j];
-        sums[0] += b[i][j] * b[i][j];
-        sums[1] += x[i][j] * x[i][j];
-        sums[2] += x[i][j] * bwj;
-        sums[3] += bwj * bwj;
-      }
+      for (int j = 0; j < 8; ++j) ss += b[i][j] * b[i][j];
     }
-    row_reduce(sums, 4, 0, false);
-    const float rb = rsqrtf(sums[0] / p.hidden + p.eps);
-    const double rbd = rb;
-    const double terms = sums[1] + rbd * rbd * sums[3];
-    const double xx = sums[1] + 2.0 * rbd * sums[2] + rbd * rbd * sums[3];
-    // Where x is much smaller than h the terms cancel, and their fp32 sums'
-    // rounding would show: then sum x^2 itself, in a second reduction (the
-    // same decision in every block: each holds the same sums).
-    const bool cancels = xx < terms * (1.0 / 64);
-    ss = static_cast<float>(static_cast<double>(s) * s * xx);
-    float direct[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const float rb = rsqrtf(row_reduce(ss, 0, false) / p.hidden + p.eps);
+    ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       const int v = first + threadIdx.x + i * kStride;
@@ -223,13 +161,9 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         x[i][j] = s * (x[i][j] + b[i][j] * rb * w[j]);
-        direct[0] += x[i][j] * x[i][j];
+        ss += x[i][j] * x[i][j];
       }
       Store8(h + 8 * v, x[i]);
-    }
-    if (cancels) {
-      row_reduce(direct, 1, 4, false);
-      ss = direct[0];
     }
   } else {
 #pragma unroll
@@ -238,13 +172,10 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
       if (v >= end) continue;
       Load8(h + 8 * v, x[i]);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) sums[0] += x[i][j] * x[i][j];
+      for (int j = 0; j < 8; ++j) ss += x[i][j] * x[i][j];
     }
-    row_reduce(sums, 1, 0, false);
-    ss = sums[0];
   }
-  if (p.out_fp8 == nullptr) done_reading();
-  const float r = rsqrtf(ss / p.hidden + p.eps);
+  const float r = rsqrtf(row_reduce(ss, 1, false) / p.hidden + p.eps);
   uint4 o[VPT];
   float amax = 0.0f;
   uint4* out = reinterpret_cast<uint4*>(p.out + base);
@@ -264,10 +195,7 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
     // The codes quantize the bf16 values just stored (the same bits as
     // quantizing `out`, without re-reading it; the row's largest magnitude
     // does not depend on the order it is taken in).
-    float m[4] = {amax, 0.0f, 0.0f, 0.0f};
-    row_reduce(m, 1, 5, true);
-    done_reading();
-    const float scale = Fp8RowScale(m[0]);
+    const float scale = Fp8RowScale(row_reduce(amax, CLUSTER ? 2 : 0, true));
     const float inv = 1.0f / scale;
     if (rank == 0 && threadIdx.x == 0) p.out_scale[token] = scale;
     uint2* out_fp8 = reinterpret_cast<uint2*>(p.out_fp8 + base);
@@ -277,7 +205,7 @@ __global__ void __launch_bounds__(CLUSTER ? kClusterThreads : kThreads, !MANY ? 
       if (v < end) out_fp8[v] = QuantizeE4M3x8(o[i], inv);
     }
   }
-  if constexpr (CLUSTER) cg::this_cluster().barrier_wait();  // no block leaves while another may still read its values
+  if constexpr (CLUSTER) cg::this_cluster().sync();  // no block leaves while another may still read its values
 }
 
 template <int VPT>
