@@ -533,14 +533,16 @@ constexpr int W4RingSlotVectors(bool shared_scales) { return shared_scales ? 72 
 // At batch 1 the loop's instruction count bounds the kernel about as much as
 // the bytes do, so every address advances by a constant per super-chunk (no
 // modulo, 64-bit multiply or XOR per group) and the slot walk is one offset.
-// X_DIRECT: x staged with plain loads (StageXDirect), so the first MMAs wait
-// only for the first weight stage, not for the whole prefetched ring.
+// X_DIRECT: x staged with plain loads (StageXRows, or StageXOneRow at batch
+// 1), so the first MMAs wait only for the first weight stage, not for the
+// whole prefetched ring; each K part stages only the chunks it reads and its
+// warps wait only for each other.
 // SHARED_SCALES: a slot holds the tile's 128 bytes of scales once (lanes
 // 0..7 copy them) instead of each lane's quad's 16 bytes (four copies of
 // each), so a slot is 1 152 bytes instead of 1 536 and more blocks fit a
 // multiprocessor; lanes then read scales other lanes copied, so the warp
 // synchronizes after its wait and before a slot is refilled. Its staged
-// group sums take the compact form (StageXDirect's COMPACT), 6 KB less
+// group sums take the compact form (StageXRows' COMPACT), 6 KB less
 // per block at batch 1 and k = 8 192.
 // ONE_ROW (batch 1 only, with X_DIRECT): every lane's x row is row 0, x is
 // staged by StageXOneRow with each group's sum as a float4 that is the MMA's
@@ -559,7 +561,7 @@ template <int RT, int STAGES, int KS, int WARPS, bool X_DIRECT = false, bool SHA
 __global__ void __launch_bounds__(WARPS * 32) GemvW4AsyncKernel(const __grid_constant__ GemvW4Params p) {
   static_assert(WARPS % KS == 0, "K split must divide the block");
   static_assert(SPLITS == 1 || ONE_ROW, "block splits are batch-1 tilings");
-  static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by StageXDirect");
+  static_assert(!SHARED_SCALES || X_DIRECT, "the compact sums are written by the X_DIRECT staging");
   static_assert(!ONE_ROW || X_DIRECT, "the one-row staging uses plain loads, as X_DIRECT");
   constexpr int NT = 1;
   constexpr int kTilesPerBlock = (WARPS / KS) * RT;
