@@ -224,6 +224,18 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
   __syncthreads();
 }
 
+// The sums of 8 groups of x on the tensor cores: with lanes (g, 0..3) holding
+// group g's four 16-byte chunks, the chunks are the B operand's column g, and
+// a ones matrix times them gives every group's sum in two MMAs (fp32
+// accumulation), where adding in fp32 took 64 conversions and adds per group.
+// Lane (0, t) gets groups 2t and 2t + 1 in s[0] and s[1].
+__device__ __forceinline__ void GroupSumsOnTensorCores(const uint4& v, float (&s)[4]) {
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16x2 (1, 1)
+  s[0] = s[1] = s[2] = s[3] = 0.0f;
+  MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v.x, v.y);
+  MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v.z, v.w);
+}
+
 // StageX's layout written with plain loads instead of cp.async, for the
 // async kernel at batches 2..8 (its X_DIRECT): StageX's wait for its own
 // group would also wait for every weight stage issued before it (groups
@@ -232,14 +244,13 @@ __device__ __forceinline__ void StageX(const GemvW4Params& p, uint4* x_stage, in
 // chunks its warps read), and -136 * sum(x) of each of their 32-groups at
 // [group * stride + row], stride 8 or, with COMPACT, CompactSumStride(batch).
 // As in StageXOneRow, a warp copies 32 chunks of one row at a time, up to 8
-// such batches in flight, and adds the groups up on the tensor cores. The
+// such batches in flight, and sums the groups with GroupSumsOnTensorCores. The
 // rows' batches are numbered row by row; the calling warp takes index,
 // index + count, ...
 template <bool COMPACT>
 __device__ __forceinline__ void StageXRows(const GemvW4Params& p, uint4* x_stage, int lo, int hi, int index,
                                            int count) {
-  constexpr int kBatches = 8;              // batches of 32 chunks per warp whose loads fly together
-  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16x2 (1, 1)
+  constexpr int kBatches = 8;  // batches of 32 chunks per warp whose loads fly together
   if (hi <= lo) return;  // a K part with no super-chunk
   const int lane = threadIdx.x & 31;
   const int kchunks = W4PaddedK(p.k) / 8;
@@ -266,9 +277,8 @@ __device__ __forceinline__ void StageXRows(const GemvW4Params& p, uint4* x_stage
       const int r = rows[u], c = bs[u];
       if (r >= p.batch) break;  // warp-uniform
       if (c + lane < hi) x_stage[r * kchunks + ((c + lane) ^ ((r & 1) << 2))] = v[u];
-      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].x, v[u].y);
-      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].z, v[u].w);
+      float s[4];
+      GroupSumsOnTensorCores(v[u], s);
       const int grp = c / 4 + 2 * lane;  // lanes 0..3: groups grp and grp + 1
       if (lane < 4 && 4 * grp < hi) {
         sums[grp * stride + r] = -136.0f * s[0];
@@ -282,19 +292,14 @@ __device__ __forceinline__ void StageXRows(const GemvW4Params& p, uint4* x_stage
 // first_chunk .. first_chunk + kchunks - 1 (the block's share of K) at
 // 0 .. kchunks - 1, then -136 * sum(x) of each of its 32-groups as a float4
 // that is a whole MMA accumulator operand. A warp copies 32 chunks (8 groups)
-// at a time and adds them up on the tensor cores: with lanes (g, 0..3)
-// holding group g's four chunks, the chunks are the B operand's column g, and
-// a ones matrix times them gives every group's sum in two MMAs (lane (0, t)
-// holds groups 2t and 2t + 1), where adding in fp32 took 64 conversions and
-// adds per group. Zeros past k.
-// The calling warp stages chunks [lo, hi) of the share (multiples of 16),
-// starting at lo + 32 * index and stepping 32 * count: the block's warps
-// together stage all of it (then a block barrier), or a warp stages just the
-// chunks it reads (then only its own lanes wait).
+// at a time, up to 8 such batches in flight, and sums the groups with
+// GroupSumsOnTensorCores. Zeros past k.
+// The calling warp stages chunks [lo, hi) of the share (multiples of 16: a K
+// part's chunks), starting at lo + 32 * index and stepping 32 * count, so the
+// part's warps together stage what the part reads.
 __device__ __forceinline__ void StageXOneRow(const GemvW4Params& p, uint4* x_stage, int first_chunk, int kchunks,
                                              int lo, int hi, int index, int count) {
-  constexpr int kBatches = 8;              // batches of 32 chunks per warp whose loads fly together
-  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16x2 (1, 1)
+  constexpr int kBatches = 8;  // batches of 32 chunks per warp whose loads fly together
   const int lane = threadIdx.x & 31;
   float4* sums = reinterpret_cast<float4*>(x_stage + kchunks);
   const uint4* x = reinterpret_cast<const uint4*>(p.x) + first_chunk;
@@ -312,9 +317,8 @@ __device__ __forceinline__ void StageXOneRow(const GemvW4Params& p, uint4* x_sta
       const int b = base + u * step;
       if (b >= hi) break;  // warp-uniform
       if (b + lane < hi) x_stage[b + lane] = v[u];
-      float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].x, v[u].y);
-      MmaBf16(s, kOnes, kOnes, kOnes, kOnes, v[u].z, v[u].w);
+      float s[4];
+      GroupSumsOnTensorCores(v[u], s);
       const int grp = b / 4 + 2 * lane;  // lanes 0..3: groups grp and grp + 1
       if (lane < 4 && 4 * grp < hi) {
         const float s0 = -136.0f * s[0], s1 = -136.0f * s[1];
